@@ -1,0 +1,20 @@
+"""LEGO: an LLM-enabled hierarchical optimizer for tensor computation graphs.
+
+Public API: ``optimize``, ``ProblemSpec``, ``ProblemError``,
+``parse_overrides``, ``OptimizeConfig``, ``OptimizeError`` and the events in
+``lego_core.events``.  This package never imports Django.
+"""
+from lego_core.api import OptimizeError, optimize
+from lego_core.config import OptimizeConfig
+from lego_core.problem import ProblemError, ProblemSpec, parse_overrides
+from lego_core.sandbox import ChildCrashed
+
+__all__ = [
+    "ChildCrashed",
+    "OptimizeConfig",
+    "OptimizeError",
+    "ProblemError",
+    "ProblemSpec",
+    "optimize",
+    "parse_overrides",
+]

@@ -1,0 +1,62 @@
+"""The library's front door: ``optimize(spec, out_dir, config, sink)``.
+
+Usage from Python::
+
+    from lego_core import ProblemSpec, optimize
+    report = optimize(ProblemSpec("model.py", {"batch_size": 2}), "out/")
+
+The run happens in a child process (``lego_core.sandbox``) because it
+imports and runs the user's model file; progress arrives at ``sink`` as
+``lego_core.events`` objects.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from lego_core.config import OptimizeConfig
+from lego_core.events import RunFailed, Sink, null_sink
+from lego_core.problem import ProblemError, ProblemSpec
+from lego_core.sandbox import ChildCrashed, run_in_child
+
+
+class OptimizeError(RuntimeError):
+    """The search or the final verification failed for a reason that is not
+    the problem file's fault (message says which stage and why)."""
+
+
+def optimize(
+    spec: ProblemSpec,
+    out_dir: str | Path,
+    config: OptimizeConfig | None = None,
+    sink: Sink | None = None,
+    isolate: bool = True,
+) -> dict:
+    """Optimize one problem and write the output folder.
+
+    Writes ``out_dir/optimized_model.py``, ``out_dir/kernels/*.py``,
+    ``out_dir/reference_model.py`` and ``out_dir/report.json``, and returns the
+    report (a JSON-ready dict).  ``isolate=False`` runs in this process (tests
+    of lego_core's internals only; never for uploaded code).
+
+    Raises ProblemError for a broken model file or options, OptimizeError
+    when the optimizer fails, ChildCrashed when its process dies.  Every
+    failure is also sent to ``sink`` as a ``RunFailed`` event.
+    """
+    from lego_core.pipeline import run_pipeline
+
+    sink = sink or null_sink
+    config = config or OptimizeConfig()
+    out_dir = str(Path(out_dir).resolve())
+    try:
+        if isolate:
+            return run_in_child(run_pipeline, (spec, out_dir, config), sink, timeout_s=config.timeout_s)
+        return run_pipeline(spec, out_dir, config, sink)
+    except ProblemError as exc:
+        sink(RunFailed(error_type="ProblemError", message=str(exc), path=exc.path, line=exc.line, hint=exc.hint))
+        raise
+    except ChildCrashed as exc:
+        sink(RunFailed(error_type="ChildCrashed", message=str(exc)))
+        raise
+    except Exception as exc:
+        sink(RunFailed(error_type=type(exc).__name__, message=str(exc)))
+        raise

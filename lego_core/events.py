@@ -1,0 +1,193 @@
+"""Typed progress events: the only way lego_core reports what it is doing.
+
+A caller hands ``lego_core.optimize`` a *sink*, any callable that takes one
+:class:`Event`.  The command line renders events as a progress bar; the web
+app stores each one with a per-run sequence number and then notifies viewers.
+Events cross process boundaries (the optimizer runs in a child process), so
+every field is plain data: str, int, float, bool, None, lists and dicts.
+
+``Event.to_dict()`` gives the JSON form ``{"type": "node_created", ...}`` and
+``event_from_dict`` turns it back into the dataclass.
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any, Callable, ClassVar
+
+
+@dataclasses.dataclass
+class Event:
+    """Base class. ``ts`` is the wall-clock time (seconds since the epoch)."""
+
+    type: ClassVar[str] = "event"
+    ts: float = dataclasses.field(default_factory=time.time, kw_only=True)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict with a ``type`` key naming the event kind."""
+        data = dataclasses.asdict(self)
+        data["type"] = self.type
+        return data
+
+
+@dataclasses.dataclass
+class RunStarted(Event):
+    """The optimizer accepted the problem spec and started."""
+
+    type: ClassVar[str] = "run_started"
+    model: str
+    overrides: dict
+    dtype: str
+    device: str
+
+
+@dataclasses.dataclass
+class StageStarted(Event):
+    """One pass of the pipeline began (``load``, ``capture``, ``construct``,
+    ``search``, ``compose``, ``verify``); ``total`` counts its work items."""
+
+    type: ClassVar[str] = "stage_started"
+    stage: str
+    total: int = 0
+
+
+@dataclasses.dataclass
+class NodeCreated(Event):
+    """A FusionTree node. ``kind`` is ``or`` or ``and``; ``parent`` is the
+    parent's id (None for the root); ``ops`` lists the ATen ops it covers."""
+
+    type: ClassVar[str] = "node_created"
+    node_id: str
+    kind: str
+    parent: str | None
+    label: str
+    signature: str = ""
+    ops: list = dataclasses.field(default_factory=list)
+    shapes: list = dataclasses.field(default_factory=list)
+    reused: bool = False
+
+
+@dataclasses.dataclass
+class CandidateProposed(Event):
+    """An agent proposed an implementation for a sub-problem."""
+
+    type: ClassVar[str] = "candidate_proposed"
+    node_id: str
+    candidate_id: str
+    agent: str
+    implementation: str  # "triton" or "library"
+    source: str = ""
+
+
+@dataclasses.dataclass
+class TranscriptMessage(Event):
+    """One message of an agent's transcript for a node."""
+
+    type: ClassVar[str] = "transcript"
+    node_id: str
+    agent: str
+    role: str
+    content: str
+    tokens: int = 0
+
+
+@dataclasses.dataclass
+class VerificationResult(Event):
+    """Outcome of checking a candidate against its reference."""
+
+    type: ClassVar[str] = "verification"
+    node_id: str
+    candidate_id: str
+    passed: bool
+    max_abs_error: float | None
+    reason: str = ""
+
+
+@dataclasses.dataclass
+class Timing(Event):
+    """Time of one implementation of a node, in milliseconds; ``measured`` is
+    False when the number comes from the cost model."""
+
+    type: ClassVar[str] = "timing"
+    node_id: str
+    candidate_id: str
+    ms: float
+    measured: bool
+    baseline_ms: float | None = None
+
+
+@dataclasses.dataclass
+class PlanImproved(Event):
+    """A cheaper complete plan was found (whole-model cost in ms)."""
+
+    type: ClassVar[str] = "plan_improved"
+    cost_ms: float
+    baseline_ms: float
+    speedup: float
+    measured: bool
+
+
+@dataclasses.dataclass
+class Progress(Event):
+    """``done`` of ``total`` work items of ``stage`` are finished."""
+
+    type: ClassVar[str] = "progress"
+    stage: str
+    done: int
+    total: int
+    message: str = ""
+
+
+@dataclasses.dataclass
+class RunFinished(Event):
+    """The run ended with a verified composed model in ``out_dir``."""
+
+    type: ClassVar[str] = "run_finished"
+    out_dir: str
+    summary: dict
+
+
+@dataclasses.dataclass
+class RunFailed(Event):
+    """The run ended without a result. ``message`` is meant for the user."""
+
+    type: ClassVar[str] = "run_failed"
+    error_type: str
+    message: str
+    path: str | None = None
+    line: int | None = None
+    hint: str = ""
+
+
+Sink = Callable[[Event], None]
+
+EVENT_TYPES: dict[str, type[Event]] = {
+    cls.type: cls
+    for cls in (
+        RunStarted,
+        StageStarted,
+        NodeCreated,
+        CandidateProposed,
+        TranscriptMessage,
+        VerificationResult,
+        Timing,
+        PlanImproved,
+        Progress,
+        RunFinished,
+        RunFailed,
+    )
+}
+
+
+def event_from_dict(data: dict[str, Any]) -> Event:
+    """Rebuild an event from ``Event.to_dict()`` output.
+
+    Raises ``KeyError`` for an unknown ``type``.
+    """
+    fields = dict(data)
+    cls = EVENT_TYPES[fields.pop("type")]
+    return cls(**fields)
+
+
+def null_sink(event: Event) -> None:
+    """A sink that drops every event."""

@@ -1,0 +1,270 @@
+"""Problem loading: a KernelBench-style model file, its overrides, dtype, device.
+
+The file defines ``class Model(nn.Module)``, ``get_inputs()``,
+``get_init_inputs()`` and module-level constants (``batch_size = 32``) that
+the user may override.  Loading runs the user's code, so callers run it in a
+child process (``lego_core.sandbox``); this module itself only loads and
+checks, and turns every way a file can be broken into a :class:`ProblemError`
+that names the file, the line where there is one, and what to fix.
+
+Usage: ``python -m lego_core.problem MODEL.py [k=v ...]`` prints what loads.
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import sys
+import traceback
+import types
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+DTYPES: dict[str, torch.dtype] = {
+    "fp32": torch.float32,
+    "bf16": torch.bfloat16,
+    "fp16": torch.float16,
+}
+DEVICES = ("cpu", "cuda")
+REQUIRED_NAMES = ("Model", "get_inputs", "get_init_inputs")
+
+
+class ProblemError(Exception):
+    """A problem file or its options cannot be used.
+
+    ``message`` says what is wrong, ``path`` and ``line`` where (line may be
+    None), ``hint`` how to fix it.  ``str()`` gives all of it on one line,
+    ready to show on a page or a terminal.
+    """
+
+    def __init__(self, message: str, path: str | None = None, line: int | None = None, hint: str = ""):
+        super().__init__(message, path, line, hint)
+        self.message, self.path, self.line, self.hint = message, path, line, hint
+
+    def __str__(self) -> str:
+        where = ""
+        if self.path:
+            where = f"{Path(self.path).name}:{self.line}: " if self.line else f"{Path(self.path).name}: "
+        return f"{where}{self.message}" + (f" Fix: {self.hint}" if self.hint else "")
+
+
+@dataclasses.dataclass(frozen=True)
+class ProblemSpec:
+    """What the user asked for: a model file, constant overrides, dtype, device.
+
+    ``overrides`` maps module-level constant names to new values (int, float
+    or bool).  ``dtype`` is one of ``fp32``/``bf16``/``fp16``; ``device`` is
+    ``cpu`` or ``cuda``.  Plain data, so it pickles into a child process.
+    """
+
+    path: str
+    overrides: dict = dataclasses.field(default_factory=dict)
+    dtype: str = "fp32"
+    device: str = "cpu"
+
+    def __post_init__(self) -> None:
+        if self.dtype not in DTYPES:
+            raise ProblemError(f"unknown dtype {self.dtype!r}.", hint=f"use one of {', '.join(DTYPES)}.")
+        if self.device not in DEVICES:
+            raise ProblemError(f"unknown device {self.device!r}.", hint=f"use one of {', '.join(DEVICES)}.")
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        return DTYPES[self.dtype]
+
+    @property
+    def name(self) -> str:
+        return Path(self.path).stem
+
+
+@dataclasses.dataclass
+class Problem:
+    """A loaded, checked problem.
+
+    ``model`` is in eval mode on ``spec.device`` with floating parameters in
+    ``spec.torch_dtype``; ``make_inputs(seed)`` returns fresh example inputs
+    drawn under ``torch.manual_seed(seed)`` (floating tensors cast to the
+    dtype, all moved to the device); ``constants`` holds the module-level
+    constants after overrides.
+    """
+
+    spec: ProblemSpec
+    module: types.ModuleType
+    model: torch.nn.Module
+    init_inputs: list
+    constants: dict
+    source: str
+
+    def make_inputs(self, seed: int) -> list:
+        torch.manual_seed(seed)
+        raw = _call_user(self.spec.path, "get_inputs()", self.module.get_inputs)
+        return [cast_input(x, self.spec) for x in _as_list(raw, self.spec.path, "get_inputs()")]
+
+
+def cast_input(value: Any, spec: ProblemSpec) -> Any:
+    """Move a tensor to ``spec.device``; floating tensors also take ``spec.dtype``."""
+    if not isinstance(value, torch.Tensor):
+        return value
+    if value.is_floating_point():
+        return value.to(device=spec.device, dtype=spec.torch_dtype)
+    return value.to(device=spec.device)
+
+
+def parse_overrides(items: list[str] | None) -> dict[str, int | float | bool]:
+    """Parse ``["batch_size=2", "eps=1e-5"]`` into ``{"batch_size": 2, "eps": 1e-05}``.
+
+    Values are ints, floats or ``true``/``false``.  Raises ProblemError for an
+    item without ``=``, a name that is not an identifier, or a value that is
+    not a number.
+    """
+    result: dict[str, int | float | bool] = {}
+    for item in items or []:
+        name, sep, text = item.partition("=")
+        name, text = name.strip(), text.strip()
+        if not sep or not name.isidentifier():
+            raise ProblemError(f"override {item!r} is not of the form name=value.", hint="write it as --set batch_size=2.")
+        result[name] = _parse_value(name, text)
+    return result
+
+
+def _parse_value(name: str, text: str) -> int | float | bool:
+    if text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    for convert in (int, float):
+        try:
+            return convert(text)
+        except ValueError:
+            pass
+    raise ProblemError(f"override {name}={text!r} is not a number.", hint=f"give {name} an integer or a float.")
+
+
+def load_problem(spec: ProblemSpec) -> Problem:
+    """Import the file, apply overrides, build the model and run it once.
+
+    Raises ProblemError naming the file and line for: a missing or unreadable
+    file, a syntax error, an exception at import, a missing ``Model`` /
+    ``get_inputs`` / ``get_init_inputs``, an override naming no module-level
+    constant, an exception while building the model or its inputs, an
+    unavailable device, and a forward output that is not a single tensor.
+    """
+    path = str(Path(spec.path).resolve())
+    source = _read_source(path)
+    module = _import_source(path, source)
+    for name in REQUIRED_NAMES:
+        if not hasattr(module, name):
+            raise ProblemError(
+                f"the file defines no `{name}`.",
+                path,
+                hint="a problem file needs `class Model(nn.Module)`, `get_inputs()` and `get_init_inputs()`.",
+            )
+    if not (isinstance(module.Model, type) and issubclass(module.Model, torch.nn.Module)):
+        raise ProblemError("`Model` is not a subclass of torch.nn.Module.", path, hint="define `class Model(nn.Module)`.")
+    constants = _apply_overrides(module, spec.overrides, path)
+    if spec.device == "cuda" and not torch.cuda.is_available():
+        raise ProblemError("device cuda was asked for, but this machine has no usable CUDA GPU.", hint="use --device cpu.")
+    init_inputs = _as_list(_call_user(path, "get_init_inputs()", module.get_init_inputs), path, "get_init_inputs()")
+    torch.manual_seed(0)
+    model = _call_user(path, "Model(*get_init_inputs())", lambda: module.Model(*init_inputs))
+    model = model.to(device=spec.device, dtype=spec.torch_dtype).eval()
+    problem = Problem(dataclasses.replace(spec, path=path), module, model, init_inputs, constants, source)
+    _check_forward(problem)
+    return problem
+
+
+def _read_source(path: str) -> str:
+    try:
+        return Path(path).read_text()
+    except FileNotFoundError:
+        raise ProblemError("no such file.", path, hint="check the path of the model file.") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ProblemError(f"cannot read the file ({exc}).", path, hint="upload a UTF-8 Python file.") from None
+
+
+def _import_source(path: str, source: str) -> types.ModuleType:
+    try:
+        code = compile(source, path, "exec")
+    except SyntaxError as exc:
+        raise ProblemError(f"syntax error: {exc.msg}.", path, exc.lineno, hint="fix the Python syntax on that line.") from None
+    name = f"lego_problem_{abs(hash(path))}"
+    module = types.ModuleType(name)
+    module.__file__ = path
+    sys.modules[name] = module
+    _call_user(path, "importing the file", lambda: exec(code, module.__dict__))
+    return module
+
+
+def _apply_overrides(module: types.ModuleType, overrides: dict, path: str) -> dict:
+    constants = {
+        key: value
+        for key, value in vars(module).items()
+        if not key.startswith("_") and isinstance(value, (int, float, bool)) and not isinstance(value, type)
+    }
+    for name, value in overrides.items():
+        if name not in constants:
+            known = ", ".join(sorted(constants)) or "none"
+            raise ProblemError(
+                f"--set {name}={value}: the file has no module-level constant `{name}`.",
+                path,
+                hint=f"override one of: {known}.",
+            )
+        setattr(module, name, value)
+        constants[name] = value
+    return constants
+
+
+def _call_user(path: str, what: str, fn: Callable[[], Any]) -> Any:
+    """Run user code; turn any exception into a ProblemError at the user's line."""
+    try:
+        return fn()
+    except ProblemError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any failure of user code is the user's to fix
+        line = _user_line(exc, path)
+        raise ProblemError(
+            f"{type(exc).__name__} while {what}: {exc}",
+            path,
+            line,
+            hint="fix the code at that line (an override may have made a size invalid).",
+        ) from None
+
+
+def _user_line(exc: BaseException, path: str) -> int | None:
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == path]
+    return frames[-1].lineno if frames else None
+
+
+def _as_list(value: Any, path: str, what: str) -> list:
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    raise ProblemError(f"{what} returned {type(value).__name__}, not a list.", path, hint=f"make {what} return a list.")
+
+
+def _check_forward(problem: Problem) -> None:
+    inputs = problem.make_inputs(seed=0)
+    with torch.no_grad():
+        out = _call_user(problem.spec.path, "running Model.forward on get_inputs()", lambda: problem.model(*inputs))
+    if not isinstance(out, torch.Tensor):
+        raise ProblemError(
+            f"Model.forward returned {type(out).__name__}, not a tensor.",
+            problem.spec.path,
+            hint="return a single torch.Tensor from forward (LEGO optimizes single-output models).",
+        )
+
+
+def main(argv: list[str]) -> int:
+    if not argv:
+        print(__doc__.strip().splitlines()[-1])
+        return 2
+    try:
+        problem = load_problem(ProblemSpec(argv[0], parse_overrides(argv[1:])))
+    except ProblemError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    shapes = [tuple(x.shape) for x in problem.make_inputs(0) if isinstance(x, torch.Tensor)]
+    print(f"{problem.spec.name}: constants {problem.constants}, input shapes {shapes}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
