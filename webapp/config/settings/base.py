@@ -1,0 +1,152 @@
+"""Settings shared by every environment, read from the environment.
+
+Environment variables:
+
+- ``DJANGO_SECRET_KEY``: required in production.
+- ``DATABASE_URL``: e.g. ``postgres://user@host:5432/lego``; unset means the
+  embedded default, an SQLite file under ``LEGO_VAR_DIR``.
+- ``REDIS_URL``: e.g. ``redis://127.0.0.1:6379/0`` for the Celery broker;
+  unset means kombu's filesystem transport under ``LEGO_VAR_DIR``, which needs
+  no server.
+- ``LEGO_VAR_DIR``: where the database file, the broker folder and media
+  (uploads and each run's output) live; default ``var/`` in the repository.
+- ``LEGO_RUN_TIMEOUT_S``: wall-clock limit of one optimization run.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dj_database_url
+
+BASE_DIR = Path(__file__).resolve().parents[3]  # the repository root
+WEBAPP_DIR = BASE_DIR / "webapp"
+
+
+def env(name: str, default: str | None = None) -> str | None:
+    value = os.environ.get(name, "")
+    return value if value != "" else default
+
+
+def env_bool(name: str, default: bool) -> bool:
+    value = env(name)
+    return default if value is None else value.lower() in ("1", "true", "yes", "on")
+
+
+VAR_DIR = Path(env("LEGO_VAR_DIR", str(BASE_DIR / "var"))).resolve()
+VAR_DIR.mkdir(parents=True, exist_ok=True)
+
+SECRET_KEY = env("DJANGO_SECRET_KEY", "")
+DEBUG = env_bool("DJANGO_DEBUG", False)
+ALLOWED_HOSTS = [h for h in (env("DJANGO_ALLOWED_HOSTS", "") or "").split(",") if h]
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "webapp.runs",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "webapp.config.urls"
+WSGI_APPLICATION = "webapp.config.wsgi.application"
+ASGI_APPLICATION = "webapp.config.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [WEBAPP_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- database: PostgreSQL with DATABASE_URL, else an SQLite file ------------
+DATABASES = {
+    "default": dj_database_url.config(
+        default=f"sqlite:///{VAR_DIR / 'db.sqlite3'}",
+        conn_max_age=60,
+    )
+}
+if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+    # the web server and the worker write to one file: wait for its lock
+    # instead of failing at once with "database is locked"
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "runs:list"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+# --- files -------------------------------------------------------------------
+STATIC_URL = "/static/"
+STATICFILES_DIRS = [BASE_DIR / "frontend"]
+STATIC_ROOT = VAR_DIR / "static"
+# Uploads and run outputs. Never served as plain media: downloads go through
+# the owner-checked zip view.
+MEDIA_ROOT = VAR_DIR / "media"
+FILE_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
+LEGO_MAX_UPLOAD_BYTES = 1_000_000
+
+# --- Celery: Redis with REDIS_URL, else kombu's filesystem transport ---------
+REDIS_URL = env("REDIS_URL")
+BROKER_DIR = VAR_DIR / "broker"
+if REDIS_URL:
+    CELERY_BROKER_URL = REDIS_URL
+else:
+    CELERY_BROKER_URL = "filesystem://"
+    # data_folder_in and data_folder_out must be the same folder, or the
+    # worker never sees the tasks the web process writes (celery issue 3564)
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(BROKER_DIR / "queue"),
+        "data_folder_out": str(BROKER_DIR / "queue"),
+        "control_folder": str(BROKER_DIR / "control"),
+        "store_processed": False,
+    }
+    for folder in ("queue", "control"):
+        (BROKER_DIR / folder).mkdir(parents=True, exist_ok=True)
+CELERY_TASK_DEFAULT_QUEUE = env("LEGO_CELERY_QUEUE", "lego")
+CELERY_TASK_IGNORE_RESULT = True  # a run's outcome lives in the database
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1  # one run at a time per worker
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+
+# --- LEGO ----------------------------------------------------------------------
+LEGO_RUN_TIMEOUT_S = float(env("LEGO_RUN_TIMEOUT_S", "3600"))
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "loggers": {"webapp": {"handlers": ["console"], "level": env("LEGO_LOG_LEVEL", "INFO")}},
+}

@@ -1,0 +1,19 @@
+"""pytest settings: fast password hashing, test services by default.
+
+Unless ``DATABASE_URL`` / ``REDIS_URL`` say otherwise, tests use the
+machine's PostgreSQL (pytest-django makes its own ``test_<name>`` database)
+and Redis database 15, so the real-worker tests exercise the production
+stack. ``LEGO_CELERY_QUEUE`` lets each test session use its own queue.
+"""
+import os
+
+os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test")
+os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/15")
+
+from webapp.config.settings.base import *  # noqa: E402,F401,F403
+from webapp.config.settings.base import env  # noqa: E402
+
+DEBUG = False
+SECRET_KEY = env("DJANGO_SECRET_KEY", "lego-test-key")
+ALLOWED_HOSTS = ["testserver", "localhost", "127.0.0.1"]
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

@@ -1,0 +1,114 @@
+"""Carrying out one run: claim it, record its events, set its final state.
+
+Used by the Celery task (``webapp.runs.tasks``); nothing here imports or runs
+the uploaded file: ``lego_core.optimize`` does that in a child process.
+"""
+from __future__ import annotations
+
+import logging
+import math
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from lego_core import ChildCrashed, OptimizeConfig, ProblemError, ProblemSpec, optimize
+from lego_core.events import Event, RunFailed
+from webapp.runs.models import Run, RunEvent
+
+log = logging.getLogger(__name__)
+
+WORKER_LOST_MESSAGE = "The worker stopped while this run was going; upload the model again to retry."
+
+
+def jsonable(value: Any) -> Any:
+    """JSON-safe copy: NaN and infinities become the strings "nan", "inf",
+    "-inf" (PostgreSQL's jsonb rejects them as numbers)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    return value
+
+
+class EventRecorder:
+    """A ``lego_core`` sink that stores each event as the run's next RunEvent."""
+
+    def __init__(self, run: Run):
+        self.run = run
+        last = run.events.order_by("-seq").values_list("seq", flat=True).first()
+        self.seq = last or 0
+        self.saw_failure = False
+
+    def __call__(self, event: Event) -> None:
+        self.record(event.to_dict())
+
+    def record(self, data: dict) -> RunEvent:
+        self.seq += 1
+        self.saw_failure |= data.get("type") == RunFailed.type
+        return RunEvent.objects.create(run=self.run, seq=self.seq, type=data["type"], data=jsonable(data))
+
+
+def claim(run_id: str, worker: str) -> Run | None:
+    """Move a queued run to running; None when it is gone or already taken."""
+    with transaction.atomic():
+        run = Run.objects.select_for_update().filter(pk=run_id).first()
+        if run is None or run.state != Run.State.QUEUED:
+            return None
+        run.state = Run.State.RUNNING
+        run.worker = worker
+        run.started_at = timezone.now()
+        run.output_dir = f"runs/{run.id}/output"
+        run.save(update_fields=["state", "worker", "started_at", "output_dir"])
+    return run
+
+
+def execute(run: Run) -> None:
+    """Optimize a claimed run; it always ends finished or failed."""
+    recorder = EventRecorder(run)
+    try:
+        spec = ProblemSpec(run.upload.path, run.overrides, run.dtype, run.device)
+        config = OptimizeConfig(timeout_s=settings.LEGO_RUN_TIMEOUT_S)
+        report = optimize(spec, run.output_path, config=config, sink=recorder)
+    except ProblemError as exc:
+        fail(run, recorder, str(exc), exc.line, error_type="ProblemError")
+    except ChildCrashed as exc:
+        fail(run, recorder, str(exc), error_type="ChildCrashed")
+    except Exception as exc:  # noqa: BLE001 - whatever happens, the run must end
+        log.exception("run %s failed", run.id)
+        fail(run, recorder, f"{type(exc).__name__}: {exc}", error_type=type(exc).__name__)
+    else:
+        finish(run, report)
+    finally:
+        # a BaseException (worker shutdown, time limit) skips the handlers above
+        Run.objects.filter(pk=run.pk, state=Run.State.RUNNING).update(
+            state=Run.State.FAILED, error_message=WORKER_LOST_MESSAGE, finished_at=timezone.now()
+        )
+
+
+def finish(run: Run, report: dict) -> None:
+    run.state = Run.State.FINISHED
+    run.report = jsonable(report)
+    run.finished_at = timezone.now()
+    run.save(update_fields=["state", "report", "finished_at"])
+
+
+def fail(run: Run, recorder: EventRecorder, message: str, line: int | None = None, error_type: str = "") -> None:
+    if not recorder.saw_failure:  # failures before lego_core started send no event
+        recorder(RunFailed(error_type=error_type, message=message, line=line))
+    run.state = Run.State.FAILED
+    run.error_message = message
+    run.error_line = line
+    run.finished_at = timezone.now()
+    run.save(update_fields=["state", "error_message", "error_line", "finished_at"])
+
+
+def fail_abandoned_runs(worker: str) -> int:
+    """Fail the runs a worker of this name left running (it was restarted)."""
+    return Run.objects.filter(state=Run.State.RUNNING, worker=worker).update(
+        state=Run.State.FAILED, error_message=WORKER_LOST_MESSAGE, finished_at=timezone.now()
+    )

@@ -1,0 +1,48 @@
+"""The upload form. It checks the overrides text with lego_core's own parser
+(pure text parsing); the uploaded file is stored, never imported here."""
+from __future__ import annotations
+
+import re
+
+from django import forms
+from django.conf import settings
+
+from lego_core import ProblemError, parse_overrides
+from webapp.runs.models import Run
+
+
+def split_overrides(text: str) -> list[str]:
+    """``"a=1, b=2\\nc=3"`` -> ``["a=1", "b=2", "c=3"]`` (commas or new lines)."""
+    return [item.strip() for item in re.split(r"[,\n]", text or "") if item.strip()]
+
+
+def format_overrides(overrides: dict) -> str:
+    return "\n".join(f"{name}={value}" for name, value in overrides.items())
+
+
+class RunForm(forms.ModelForm):
+    overrides = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3, "placeholder": "batch_size=2\nd_model=64"}),
+        help_text="Module-level constants to change, one name=value per line or comma-separated.",
+    )
+
+    class Meta:
+        model = Run
+        fields = ["upload", "overrides", "dtype", "device"]
+        labels = {"upload": "Model file (.py)"}
+        help_texts = {"upload": "KernelBench format: class Model, get_inputs(), get_init_inputs()."}
+
+    def clean_upload(self):
+        upload = self.cleaned_data["upload"]
+        if not upload.name.endswith(".py"):
+            raise forms.ValidationError("Upload a Python file (.py).")
+        if upload.size > settings.LEGO_MAX_UPLOAD_BYTES:
+            raise forms.ValidationError(f"The file is larger than {settings.LEGO_MAX_UPLOAD_BYTES // 1000} kB.")
+        return upload
+
+    def clean_overrides(self) -> dict:
+        try:
+            return parse_overrides(split_overrides(self.cleaned_data["overrides"]))
+        except ProblemError as exc:
+            raise forms.ValidationError(exc.message) from None

@@ -1,0 +1,88 @@
+"""A Run is one upload and its optimization; RunEvent is its event log.
+
+The event log is the source of truth for what a run did: every event that
+``lego_core`` sends to its sink is stored with a per-run sequence number, so a
+viewer that connects late replays it with ``?after=<seq>`` reads.
+"""
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+
+def upload_path(run: "Run", filename: str) -> str:
+    return f"runs/{run.id}/upload/{Path(filename).name}"
+
+
+class Run(models.Model):
+    class State(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        FINISHED = "finished"
+        FAILED = "failed"
+
+    DTYPES = [("fp32", "fp32"), ("bf16", "bf16"), ("fp16", "fp16")]
+    DEVICES = [("cpu", "cpu"), ("cuda", "cuda")]
+    ACTIVE_STATES = (State.QUEUED, State.RUNNING)
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="runs")
+    original_filename = models.CharField(max_length=255)
+    upload = models.FileField(upload_to=upload_path, max_length=500)
+    overrides = models.JSONField(default=dict, blank=True)
+    dtype = models.CharField(max_length=8, choices=DTYPES, default="fp32")
+    device = models.CharField(max_length=8, choices=DEVICES, default="cpu")
+    state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED, db_index=True)
+    error_message = models.TextField(blank=True)
+    error_line = models.PositiveIntegerField(null=True, blank=True)
+    report = models.JSONField(null=True, blank=True)
+    # relative to MEDIA_ROOT; set when the run starts
+    output_dir = models.CharField(max_length=500, blank=True)
+    # the Celery worker that took the run, so a restarted worker can fail the
+    # runs it left behind instead of leaving them "running" forever
+    worker = models.CharField(max_length=255, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.original_filename} ({self.state})"
+
+    @property
+    def is_active(self) -> bool:
+        return self.state in self.ACTIVE_STATES
+
+    @property
+    def output_path(self) -> Path | None:
+        return Path(settings.MEDIA_ROOT) / self.output_dir if self.output_dir else None
+
+    @property
+    def elapsed_s(self) -> float:
+        """Seconds from start (or upload, while queued) to the end or now."""
+        start = self.started_at or self.created_at
+        end = self.finished_at or timezone.now()
+        return max(0.0, (end - start).total_seconds())
+
+
+class RunEvent(models.Model):
+    """One ``lego_core.events.Event`` as JSON (``data`` is ``event.to_dict()``)."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
+    seq = models.PositiveIntegerField()
+    type = models.CharField(max_length=64)
+    data = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["run", "seq"]
+        constraints = [models.UniqueConstraint(fields=["run", "seq"], name="unique_event_seq_per_run")]
+
+    def __str__(self) -> str:
+        return f"{self.run_id}#{self.seq} {self.type}"

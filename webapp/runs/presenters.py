@@ -1,0 +1,78 @@
+"""Plain-data views of a run for pages and JSON: what the templates and the
+``/api/`` endpoints show, kept apart from the HTTP handling."""
+from __future__ import annotations
+
+from typing import Any
+
+from webapp.runs.models import Run, RunEvent
+
+
+def run_status(run: Run) -> dict[str, Any]:
+    """The small JSON the run page polls while the run is going."""
+    last = run.events.order_by("-seq").first()
+    return {
+        "id": str(run.id),
+        "state": run.state,
+        "active": run.is_active,
+        "elapsed_s": round(run.elapsed_s, 1),
+        "last_seq": last.seq if last else 0,
+        "activity": describe_event(last.data) if last else "waiting for a worker",
+        "error_message": run.error_message,
+        "error_line": run.error_line,
+    }
+
+
+def event_json(event: RunEvent) -> dict[str, Any]:
+    return {"seq": event.seq, "type": event.type, "data": event.data}
+
+
+def describe_event(data: dict) -> str:
+    """One line for a person: what the optimizer is doing now."""
+    kind = data.get("type")
+    if kind == "stage_started":
+        return f"stage {data.get('stage')}"
+    if kind == "progress":
+        text = f"{data.get('stage')}: {data.get('done')}/{data.get('total')}"
+        return f"{text} {data.get('message', '')}".strip()
+    if kind == "node_created":
+        return f"sub-problem {data.get('label', data.get('node_id'))}"
+    if kind == "verification":
+        verdict = "passed" if data.get("passed") else "failed"
+        return f"candidate {data.get('candidate_id')} {verdict} verification"
+    if kind == "plan_improved":
+        return f"plan improved: {data.get('speedup', 0):.2f}x"
+    if kind == "run_finished":
+        return "finished"
+    if kind == "run_failed":
+        return f"failed: {data.get('message', '')}"
+    return str(kind)
+
+
+def plan_rows(report: dict | None) -> list[dict[str, Any]]:
+    """One row per sub-problem of the chosen plan (report.json ``subproblems``)."""
+    return [
+        {
+            "label": sub.get("label") or sub.get("id"),
+            "module_path": sub.get("module_path") or "",
+            "ops": sub.get("ops") or [],
+            "implementation": sub.get("implementation"),
+            "max_abs_error": sub.get("max_abs_error"),
+            "time_ms": sub.get("time_ms"),
+            "time_kind": sub.get("time_kind"),
+            "baseline_ms": sub.get("baseline_ms"),
+        }
+        for sub in (report or {}).get("subproblems", [])
+    ]
+
+
+def error_source_line(run: Run) -> str | None:
+    """The text of the uploaded file's line the error points at (read as
+    text, never imported)."""
+    if not run.error_line or not run.upload:
+        return None
+    try:
+        with run.upload.open("rb") as fh:
+            lines = fh.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return None
+    return lines[run.error_line - 1] if 0 < run.error_line <= len(lines) else None
