@@ -137,7 +137,12 @@ CELERY_TASK_DEFAULT_QUEUE = env("LEGO_CELERY_QUEUE", "lego")
 CELERY_TASK_IGNORE_RESULT = True  # a run's outcome lives in the database
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
-CELERY_WORKER_PREFETCH_MULTIPLIER = 1  # one run at a time per worker
+# A run's task starts lego_core's child process; prefork pool processes are
+# daemonic and may not have children, so the task runs in the worker's own
+# process ("solo"), one run at a time, which keeps GPU timings apart too.
+CELERY_WORKER_POOL = "solo"
+CELERY_WORKER_CONCURRENCY = 1
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 

@@ -1,0 +1,23 @@
+"""Fixtures shared by every test package: the reference models in ../shared."""
+import json
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_MODELS = REPO.parent / "shared" / "models"
+
+
+@pytest.fixture(scope="session")
+def shared_models() -> Path:
+    """``../shared/models`` beside the repository (as laid out in CI)."""
+    if not SHARED_MODELS.is_dir():
+        pytest.skip(f"reference models not found at {SHARED_MODELS}")
+    return SHARED_MODELS
+
+
+@pytest.fixture(scope="session")
+def tiny_overrides(shared_models):
+    """``tiny_overrides("mlp_residual.py")`` -> its CPU-sized constant overrides."""
+    table = json.loads((shared_models / "tiny.json").read_text())
+    return lambda name: dict(table[name])

@@ -1,0 +1,59 @@
+"""The upload form: overrides text, file checks."""
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+
+from webapp.runs.forms import RunForm, format_overrides, split_overrides
+
+
+def form_with(overrides="", filename="model.py", content=b"x = 1\n", **data):
+    upload = SimpleUploadedFile(filename, content, content_type="text/x-python")
+    return RunForm({"overrides": overrides, "dtype": "fp32", "device": "cpu", **data}, {"upload": upload})
+
+
+@pytest.mark.parametrize(
+    "text, items",
+    [
+        ("", []),
+        ("batch_size=2", ["batch_size=2"]),
+        ("batch_size=2, d_model=32", ["batch_size=2", "d_model=32"]),
+        ("batch_size=2\n\n d_model = 32 \r\n", ["batch_size=2", "d_model = 32"]),
+    ],
+)
+def test_split_overrides_takes_commas_and_lines(text, items):
+    assert split_overrides(text) == items
+
+
+def test_format_overrides_round_trips():
+    assert split_overrides(format_overrides({"rows": 16, "eps": 1e-05})) == ["rows=16", "eps=1e-05"]
+
+
+def test_valid_form_parses_overrides_into_numbers():
+    form = form_with("rows=16\nscale=0.5, causal=true")
+    assert form.is_valid(), form.errors
+    assert form.cleaned_data["overrides"] == {"rows": 16, "scale": 0.5, "causal": True}
+
+
+@pytest.mark.parametrize("text, fragment", [("rows", "name=value"), ("rows=abc", "not a number"), ("2x=1", "name=value")])
+def test_malformed_overrides_are_form_errors(text, fragment):
+    form = form_with(text)
+    assert not form.is_valid()
+    assert fragment in " ".join(form.errors["overrides"])
+
+
+def test_upload_must_be_a_python_file():
+    form = form_with(filename="model.txt")
+    assert not form.is_valid()
+    assert "Python file" in " ".join(form.errors["upload"])
+
+
+def test_upload_size_is_capped(settings):
+    settings.LEGO_MAX_UPLOAD_BYTES = 10
+    form = form_with(content=b"#" * 11)
+    assert not form.is_valid()
+    assert "larger than" in " ".join(form.errors["upload"])
+
+
+def test_unknown_dtype_is_refused():
+    form = form_with(dtype="fp8")
+    assert not form.is_valid()
+    assert "dtype" in form.errors

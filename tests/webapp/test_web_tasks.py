@@ -1,0 +1,135 @@
+"""The run task's bookkeeping with a stand-in for lego_core.optimize: events
+stored in order, every failure path ends the run, nothing stays running.
+(The real optimizer and a real worker are in test_web_worker.py.)"""
+import pytest
+
+from lego_core import ChildCrashed, ProblemError
+from lego_core.events import Progress, RunFailed, RunFinished, StageStarted
+from webapp.runs import execution
+from webapp.runs.models import Run
+from webapp.runs.tasks import optimize_run
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def fake_optimize(monkeypatch):
+    """Install ``behaviour(spec, out_dir, sink)`` as lego_core.optimize."""
+    calls = []
+
+    def install(behaviour):
+        def fake(spec, out_dir, config=None, sink=None):
+            calls.append((spec, out_dir, config))
+            return behaviour(spec, out_dir, sink)
+
+        monkeypatch.setattr(execution, "optimize", fake)
+        return calls
+
+    return install
+
+
+def test_a_successful_run_records_events_in_order_and_its_report(make_run, fake_optimize, sample_report):
+    def behaviour(spec, out_dir, sink):
+        sink(StageStarted(stage="capture"))
+        sink(Progress(stage="search", done=1, total=2))
+        sink(RunFinished(out_dir=str(out_dir), summary={"speedup": float("inf")}))
+        return {**sample_report, "plan": {**sample_report["plan"], "speedup": float("nan")}}
+
+    run = make_run(overrides={"rows": 2}, dtype="fp16")
+    calls = fake_optimize(behaviour)
+    optimize_run(str(run.id))
+
+    run.refresh_from_db()
+    assert run.state == "finished" and run.started_at and run.finished_at
+    assert run.report["plan"]["speedup"] == "nan"  # JSON-safe
+    assert [(e.seq, e.type) for e in run.events.all()] == [(1, "stage_started"), (2, "progress"), (3, "run_finished")]
+    assert run.events.get(seq=3).data["summary"] == {"speedup": "inf"}
+    spec, out_dir, config = calls[0]
+    assert (spec.path, spec.overrides, spec.dtype, spec.device) == (run.upload.path, {"rows": 2}, "fp16", "cpu")
+    assert str(out_dir) == str(run.output_path) and run.output_dir == f"runs/{run.id}/output"
+    assert config.timeout_s > 0
+
+
+def test_a_problem_error_fails_the_run_with_message_and_line(make_run, fake_optimize):
+    def behaviour(spec, out_dir, sink):
+        exc = ProblemError("invalid syntax", spec.path, 6, hint="fix the line")
+        sink(RunFailed(error_type="ProblemError", message=str(exc), path=exc.path, line=exc.line))
+        raise exc
+
+    run = make_run()
+    fake_optimize(behaviour)
+    optimize_run(str(run.id))
+    run.refresh_from_db()
+    assert run.state == "failed"
+    assert run.error_line == 6
+    assert run.error_message == "model.py:6: invalid syntax Fix: fix the line"
+    assert list(run.events.values_list("type", flat=True)) == ["run_failed"]  # not recorded twice
+
+
+def test_a_bad_spec_fails_before_the_optimizer_and_is_still_logged(make_run, fake_optimize):
+    calls = fake_optimize(lambda *args: pytest.fail("optimize must not be called"))
+    run = make_run(dtype="fp8")  # bypassing the form
+    optimize_run(str(run.id))
+    run.refresh_from_db()
+    assert run.state == "failed" and "fp8" in run.error_message
+    assert run.events.get().data["error_type"] == "ProblemError"
+    assert calls == []
+
+
+@pytest.mark.parametrize(
+    "exc, message",
+    [
+        (ChildCrashed("the optimizer process was killed by SIGKILL"), "the optimizer process was killed by SIGKILL"),
+        (RuntimeError("search exploded"), "RuntimeError: search exploded"),
+    ],
+)
+def test_crashes_and_other_errors_fail_the_run(make_run, fake_optimize, exc, message):
+    def behaviour(spec, out_dir, sink):
+        raise exc
+
+    run = make_run()
+    fake_optimize(behaviour)
+    optimize_run(str(run.id))
+    run.refresh_from_db()
+    assert (run.state, run.error_message, run.error_line) == ("failed", message, None)
+    assert run.events.get().type == "run_failed"
+
+
+def test_an_interrupted_run_is_not_left_running(make_run, fake_optimize):
+    def behaviour(spec, out_dir, sink):
+        raise KeyboardInterrupt  # e.g. the worker is shut down mid-run
+
+    run = make_run()
+    fake_optimize(behaviour)
+    with pytest.raises(KeyboardInterrupt):
+        optimize_run(str(run.id))
+    run.refresh_from_db()
+    assert run.state == "failed" and run.error_message == execution.WORKER_LOST_MESSAGE
+
+
+def test_only_queued_runs_are_claimed(make_run, fake_optimize):
+    calls = fake_optimize(lambda *args: pytest.fail("optimize must not be called"))
+    run = make_run(state="finished")
+    optimize_run(str(run.id))
+    optimize_run("00000000-0000-0000-0000-000000000000")
+    assert calls == []
+    assert Run.objects.get(pk=run.pk).state == "finished"
+
+
+def test_a_restarted_worker_fails_the_runs_it_left_running(make_run):
+    mine = make_run(state="running", worker="celery@a")
+    other = make_run(state="running", worker="celery@b")
+    assert execution.fail_abandoned_runs("celery@a") == 1
+    mine.refresh_from_db()
+    other.refresh_from_db()
+    assert (mine.state, other.state) == ("failed", "running")
+    assert mine.error_message == execution.WORKER_LOST_MESSAGE
+
+
+def test_event_numbers_continue_after_existing_events(make_run):
+    run = make_run(state="running")
+    first = execution.EventRecorder(run)
+    first(StageStarted(stage="load"))
+    second = execution.EventRecorder(run)
+    second(StageStarted(stage="capture"))
+    assert list(run.events.values_list("seq", flat=True)) == [1, 2]

@@ -1,0 +1,148 @@
+"""Views: login, upload, run page, JSON endpoints, zip download."""
+import io
+import json
+import zipfile
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.urls import reverse
+
+from webapp.runs.models import Run, RunEvent
+
+pytestmark = pytest.mark.django_db
+
+
+def upload(client, content, overrides="rows=2", name="scores.py", **extra):
+    data = {"upload": SimpleUploadedFile(name, content), "overrides": overrides, "dtype": "fp32", "device": "cpu", **extra}
+    return client.post(reverse("runs:new"), data)
+
+
+@pytest.mark.parametrize("name", ["runs:list", "runs:new"])
+def test_pages_need_login(client, name):
+    response = client.get(reverse(name))
+    assert response.status_code == 302
+    assert response["Location"].startswith(reverse("login"))
+
+
+def test_login_page_logs_in(client, user):
+    response = client.post(reverse("login"), {"username": "alice", "password": "pw-alice"})
+    assert response.status_code == 302
+    assert response["Location"] == reverse("runs:list")
+
+
+def test_upload_creates_a_queued_run_and_enqueues_it_after_commit(
+    user_client, user, good_model, django_capture_on_commit_callbacks, monkeypatch
+):
+    sent = []
+    monkeypatch.setattr("webapp.runs.views.optimize_run.delay", lambda run_id: sent.append(run_id))
+    with django_capture_on_commit_callbacks(execute=True):
+        response = upload(user_client, good_model, overrides="rows=2, d_in=4")
+    run = Run.objects.get()
+    assert response.status_code == 302
+    assert response["Location"] == reverse("runs:detail", args=[run.id])
+    assert (run.owner, run.state, run.original_filename) == (user, "queued", "scores.py")
+    assert run.overrides == {"rows": 2, "d_in": 4}
+    assert run.upload.read() == good_model
+    assert sent == [str(run.id)]
+
+
+def test_upload_with_bad_overrides_shows_the_error_and_creates_nothing(user_client, good_model):
+    response = upload(user_client, good_model, overrides="rows=two")
+    assert response.status_code == 200
+    assert "is not a number" in response.content.decode()
+    assert not Run.objects.exists()
+
+
+def test_run_list_shows_only_own_runs(user_client, make_run, other_user):
+    make_run(filename="mine.py")
+    make_run(owner=other_user, filename="theirs.py")
+    page = user_client.get(reverse("runs:list")).content.decode()
+    assert "mine.py" in page and "theirs.py" not in page
+
+
+def test_run_page_of_another_user_is_not_found(user_client, make_run, other_user):
+    run = make_run(owner=other_user)
+    assert user_client.get(reverse("runs:detail", args=[run.id])).status_code == 404
+    assert user_client.get(reverse("runs:api-run", args=[run.id])).status_code == 404
+
+
+def test_active_run_page_polls_its_status(user_client, make_run):
+    run = make_run(state="running")
+    page = user_client.get(reverse("runs:detail", args=[run.id])).content.decode()
+    assert 'data-active="true"' in page
+    assert reverse("runs:api-run", args=[run.id]) in page
+    assert "run_page.js" in page
+
+
+def test_finished_run_page_shows_plan_speedup_and_error(user_client, make_run, sample_report):
+    run = make_run(state="finished", report=sample_report)
+    page = user_client.get(reverse("runs:detail", args=[run.id])).content.decode()
+    assert 'data-active="false"' in page
+    assert "softmax chain" in page and "aten._softmax.default" in page
+    assert "triton" in page and "library" in page
+    assert "2.4e-07" in page  # a sub-problem's max error
+    assert "2.16×" in page and "estimated" in page  # speedup with its kind
+    assert "4.8e-07" in page  # end-to-end error
+    assert reverse("runs:download", args=[run.id]) in page
+
+
+def test_failed_run_page_shows_message_line_and_source(user_client, make_run, broken_model):
+    run = make_run(state="failed", source=broken_model, error_message="model.py:6: invalid syntax", error_line=6)
+    page = user_client.get(reverse("runs:detail", args=[run.id])).content.decode()
+    assert "invalid syntax" in page
+    assert "line 6" in page
+    assert "def forward(self, x) return x" in page
+
+
+def test_status_endpoint(user_client, make_run):
+    run = make_run(state="running")
+    RunEvent.objects.create(run=run, seq=1, type="stage_started", data={"type": "stage_started", "stage": "capture"})
+    status = user_client.get(reverse("runs:api-run", args=[run.id])).json()
+    assert status["state"] == "running" and status["active"] is True
+    assert status["last_seq"] == 1 and status["activity"] == "stage capture"
+
+
+def test_events_endpoint_reads_after_a_sequence_number(user_client, make_run):
+    run = make_run(state="running")
+    for seq in (1, 2, 3):
+        RunEvent.objects.create(run=run, seq=seq, type="progress", data={"type": "progress", "done": seq})
+    url = reverse("runs:api-events", args=[run.id])
+    assert [e["seq"] for e in user_client.get(url).json()["events"]] == [1, 2, 3]
+    assert [e["seq"] for e in user_client.get(url, {"after": 2}).json()["events"]] == [3]
+    assert user_client.get(url, {"after": "x"}).status_code == 400
+
+
+def finished_run_with_output(make_run, media_root, sample_report, **fields):
+    run = make_run(state="finished", report=sample_report, output_dir="runs/x/output", **fields)
+    out = run.output_path
+    (out / "kernels").mkdir(parents=True)
+    (out / "__pycache__").mkdir()
+    (out / "optimized_model.py").write_text("# optimized\n")
+    (out / "kernels" / "sp1.py").write_text("# kernel\n")
+    (out / "report.json").write_text(json.dumps(sample_report))
+    (out / "__pycache__" / "junk.pyc").write_bytes(b"\0")
+    return run
+
+
+def test_zip_download_holds_the_output_folder(user_client, make_run, media_root, sample_report):
+    run = finished_run_with_output(make_run, media_root, sample_report, filename="scores.py")
+    response = user_client.get(reverse("runs:download", args=[run.id]))
+    assert response.status_code == 200
+    assert response["Content-Type"] == "application/zip"
+    assert "attachment" in response["Content-Disposition"]
+    names = zipfile.ZipFile(io.BytesIO(b"".join(response.streaming_content))).namelist()
+    folder = f"scores-lego-{str(run.id)[:8]}"
+    assert sorted(names) == [f"{folder}/kernels/sp1.py", f"{folder}/optimized_model.py", f"{folder}/report.json"]
+
+
+def test_zip_download_is_for_the_owner_only(client, make_run, media_root, sample_report, other_user):
+    run = finished_run_with_output(make_run, media_root, sample_report)
+    url = reverse("runs:download", args=[run.id])
+    assert client.get(url).status_code == 302  # anonymous: to the login page
+    client.force_login(other_user)
+    assert client.get(url).status_code == 404
+
+
+def test_zip_download_of_an_unfinished_run_is_not_found(user_client, make_run):
+    run = make_run(state="running")
+    assert user_client.get(reverse("runs:download", args=[run.id])).status_code == 404
