@@ -11,6 +11,8 @@ Environment variables:
 - ``LEGO_VAR_DIR``: where the database file, the broker folder and media
   (uploads and each run's output) live; default ``var/`` in the repository.
 - ``LEGO_RUN_TIMEOUT_S``: wall-clock limit of one optimization run.
+- ``LEGO_CELERY_QUEUE``: the queue runs go to (default ``lego``).
+- ``DJANGO_DEBUG``, ``DJANGO_ALLOWED_HOSTS``, ``DJANGO_STATIC_ROOT``.
 """
 from __future__ import annotations
 
@@ -109,7 +111,7 @@ USE_TZ = True
 # --- files -------------------------------------------------------------------
 STATIC_URL = "/static/"
 STATICFILES_DIRS = [BASE_DIR / "frontend"]
-STATIC_ROOT = VAR_DIR / "static"
+STATIC_ROOT = Path(env("DJANGO_STATIC_ROOT", str(VAR_DIR / "static")))  # collectstatic output
 # Uploads and run outputs. Never served as plain media: downloads go through
 # the owner-checked zip view.
 MEDIA_ROOT = VAR_DIR / "media"

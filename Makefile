@@ -1,0 +1,52 @@
+# The one build for LEGO.  `make run` serves the web app, `make test` runs
+# every test; `make demo` and `make bench` are extras.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+HOST ?= 127.0.0.1
+PORT ?= 8000
+# Without a GPU, Triton kernels run in its interpreter.
+HAS_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo 1)
+INTERPRET := $(if $(HAS_GPU),,TRITON_INTERPRET=1)
+DEMO_MODEL ?= ../shared/models/mlp_residual.py
+DEMO_SET ?= batch_size=8 d_model=48 d_hidden=96
+
+.PHONY: install browser run test demo bench clean
+
+install: $(STAMP)
+
+# The venv, rebuilt only when requirements.txt changes.
+$(STAMP): requirements.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	touch $@
+
+# Debian's Chromium for the browser tests (root; only when missing).
+browser:
+	@test -x /usr/bin/chromium || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium)
+
+# Web server and one Celery worker on the embedded defaults (SQLite, a
+# filesystem broker under var/), or PostgreSQL / Redis when DATABASE_URL /
+# REDIS_URL are set.  Ctrl-C stops both.
+run: $(STAMP)
+	$(PY) manage.py migrate --noinput -v 0
+	$(PY) manage.py ensure_dev_user --url http://$(HOST):$(PORT)/
+	@$(INTERPRET) $(PY) -m celery -A webapp.config worker --loglevel INFO & worker=$$!; \
+	trap 'kill $$worker 2>/dev/null; wait $$worker' EXIT; \
+	$(PY) manage.py runserver --noreload $(HOST):$(PORT)
+
+# pytest's exit status 5 (no test collected) is not a failure here.
+test: $(STAMP) browser
+	@TRITON_INTERPRET=1 $(PY) -m pytest $(PYTEST_ARGS); status=$$?; \
+	if [ $$status -eq 5 ]; then echo "pytest collected no tests"; exit 0; fi; exit $$status
+
+demo: $(STAMP)
+	$(INTERPRET) $(PY) -m lego_core $(DEMO_MODEL) $(addprefix --set ,$(DEMO_SET)) --out out/demo
+
+bench: $(STAMP)
+	$(INTERPRET) $(PY) -m bench
+
+clean:
+	rm -rf var out .pytest_cache
