@@ -1,6 +1,15 @@
 """Fixtures for the web app's tests: users, runs, media in a temporary folder."""
 from __future__ import annotations
 
+import io
+import os
+import signal
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
 import pytest
 from django.core.files.base import ContentFile
 
@@ -116,3 +125,105 @@ def make_run(user):
         return run
 
     return make
+
+
+# --- processes and downloads, for the tests with a real worker ----------------
+
+REPO = Path(__file__).resolve().parents[2]
+
+CHECK_DOWNLOAD = """
+import importlib.util, sys, torch
+folder, model_path, overrides = sys.argv[1], sys.argv[2], eval(sys.argv[3])
+spec = importlib.util.spec_from_file_location("reference", model_path)
+ref = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(ref)
+for name, value in overrides.items():
+    setattr(ref, name, value)
+sys.path.insert(0, folder)
+import optimized_model
+torch.manual_seed(0)
+model = ref.Model(*ref.get_init_inputs()).eval()
+new = optimized_model.ModelNew(*ref.get_init_inputs()).eval()
+new.load_state_dict(model.state_dict())
+torch.manual_seed(987)  # inputs the optimizer never saw
+inputs = ref.get_inputs()
+with torch.no_grad():
+    expected, got = model(*inputs), new(*inputs)
+torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4)
+print("MATCHES EAGER", tuple(got.shape))
+"""
+
+
+@pytest.fixture
+def spawn(tmp_path):
+    """``spawn(name, argv, env)`` starts a process in its own session with
+    output to ``tmp_path/name.log``; every one is stopped at teardown."""
+    started = []
+
+    def start(name: str, argv: list, env: dict) -> tuple[subprocess.Popen, Path]:
+        log = tmp_path / f"{name}.log"
+        with log.open("wb") as out:
+            proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        started.append(proc)
+        return proc, log
+
+    yield start
+    for proc in started:
+        stop_group(proc)
+
+
+def stop_group(proc: subprocess.Popen) -> None:
+    """SIGTERM the process group we started; SIGKILL whatever is left."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            break
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            pass
+    proc.wait(timeout=10)
+
+
+def poll_until(predicate, timeout_s: float, what: str, log: Path | None = None, every_s: float = 0.5):
+    """Call ``predicate`` until it returns something truthy; fail after ``timeout_s``
+    with the tail of ``log``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(every_s)
+    tail = log.read_text(errors="replace")[-4000:] if log and log.exists() else ""
+    pytest.fail(f"timed out after {timeout_s:.0f} s waiting for {what}\n{tail}")
+
+
+@pytest.fixture
+def wait_for():
+    """``wait_for(predicate, timeout_s, what, log=None, every_s=0.5)``."""
+    return poll_until
+
+
+@pytest.fixture
+def check_download(tmp_path):
+    """``check_download(zip_bytes, model_path, overrides)``: unzip, then in a
+    fresh Python process build ModelNew with the original weights and compare
+    it with eager on new inputs. Returns the names in the zip."""
+
+    def check(zip_bytes: bytes, model_path: Path, overrides: dict) -> list[str]:
+        archive = zipfile.ZipFile(io.BytesIO(zip_bytes))
+        names = archive.namelist()
+        target = tmp_path / f"unzipped-{len(list(tmp_path.glob('unzipped-*')))}"
+        archive.extractall(target)
+        [optimized] = target.glob("*/optimized_model.py")
+        env = {**os.environ, "TRITON_INTERPRET": os.environ.get("TRITON_INTERPRET", "1")}
+        result = subprocess.run(
+            [sys.executable, "-c", CHECK_DOWNLOAD, str(optimized.parent), str(model_path), repr(overrides)],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "MATCHES EAGER" in result.stdout
+        return names
+
+    return check
