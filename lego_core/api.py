@@ -14,14 +14,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from lego_core.config import OptimizeConfig
+from lego_core.errors import OptimizeError
 from lego_core.events import RunFailed, Sink, null_sink
 from lego_core.problem import ProblemError, ProblemSpec
 from lego_core.sandbox import ChildCrashed, run_in_child
-
-
-class OptimizeError(RuntimeError):
-    """The search or the final verification failed for a reason that is not
-    the problem file's fault (message says which stage and why)."""
 
 
 def optimize(

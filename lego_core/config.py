@@ -18,7 +18,8 @@ class OptimizeConfig:
     call (a baseline).  ``timing``: ``auto`` measures on a GPU and estimates
     without one; ``estimate`` always uses the cost model.  ``target_gpu``: the
     GPU the cost model describes.  ``timeout_s``: wall-clock limit of the whole
-    run in seconds (None: no limit).
+    run in seconds (None: no limit).  ``compare_compile``: on a GPU, also time
+    torch.compile of the original model for the report.
     """
 
     verify_seeds: tuple = (101, 202, 303)
@@ -27,6 +28,7 @@ class OptimizeConfig:
     timing: str = "auto"
     target_gpu: str = "H200"
     timeout_s: float | None = None
+    compare_compile: bool = True
 
     def key(self) -> dict:
         """The settings that change generated code or its acceptance."""

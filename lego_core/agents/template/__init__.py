@@ -1,0 +1,1 @@
+"""The template agent: generated Triton kernels for pointwise chains and row reductions."""

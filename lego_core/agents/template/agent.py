@@ -1,0 +1,58 @@
+"""The template agent: matches a sub-problem to a kernel template and fills it in.
+
+Offline and deterministic; it needs no network.  It handles fusion groups of
+kind ``pointwise`` and ``row_reduction`` (see ``codegen``) and declines
+everything else, which then stays a library (ATen) call.  Its transcript is a
+short log of what it matched and which configuration it chose.
+"""
+from __future__ import annotations
+
+from lego_core.agents.base import Proposal
+from lego_core.agents.template.codegen import POINTWISE_BLOCK, _row_warps, generate, kernel_name
+from lego_core.agents.template.expressions import Unsupported
+from lego_core.subproblem import SubProblem
+
+
+class TemplateAgent:
+    """Generates Triton for pointwise chains and row reductions (no LLM)."""
+
+    name = "template"
+
+    def propose(self, sub: SubProblem, feedback: list[str]) -> Proposal:
+        transcript = [("user", f"sub-problem {sub.id}: {sub.label}; ops {', '.join(sub.ops)}")]
+        if feedback:
+            transcript.append(("agent", f"earlier candidate rejected: {feedback[-1]}; the template has no other variant, declining"))
+            return Proposal(None, transcript=transcript)
+        try:
+            source = generate(sub)
+        except Unsupported as exc:
+            transcript.append(("agent", f"no template matches ({exc}); leaving it to the library"))
+            return Proposal(None, transcript=transcript)
+        group = sub.group
+        shape = list(group.shape)
+        if group.kind == "row_reduction":
+            config = f"one program per row ({_prod(shape[:-1])} rows), BLOCK_N={_next_pow2(shape[-1])}, num_warps={_row_warps(shape[-1])}"
+        else:
+            config = f"BLOCK_SIZE={POINTWISE_BLOCK}, {-(-_prod(shape) // POINTWISE_BLOCK)} programs, num_warps=4"
+        transcript.append(
+            (
+                "agent",
+                f"matched the {group.kind.replace('_', ' ')} template over iteration shape {shape}; "
+                f"{len(sub.inputs)} inputs, {len(sub.outputs)} outputs, {len(sub.ops)} ops fused; {config}",
+            )
+        )
+        return Proposal(source, kernel_name=kernel_name(sub), transcript=transcript)
+
+
+def _prod(xs) -> int:
+    n = 1
+    for x in xs:
+        n *= x
+    return n
+
+
+def _next_pow2(n: int) -> int:
+    p = 1
+    while p < n:
+        p *= 2
+    return p

@@ -1,0 +1,335 @@
+"""Generate a Triton kernel file for a pointwise or row-reduction sub-problem.
+
+Two templates, in the style of the Triton tutorials (01-vector-add,
+02-fused-softmax):
+
+- *pointwise*: one program per ``BLOCK_SIZE`` elements of the iteration
+  shape S; every input is read through its own strides broadcast to S, so
+  broadcasting, permuted and expanded inputs need no copies.  Inputs that
+  were contiguous with shape S when captured are read with the flat offset
+  (the launcher makes them contiguous on purpose if they are not).
+- *row reduction*: one program per row of S (all dimensions but the last);
+  the whole row of N elements sits in one ``BLOCK_N = next_power_of_2(N)``
+  vector with a mask (triton issue 8898); per-row scalars (reduction results)
+  are scalars in the program.  Masked lanes are replaced by the reduction's
+  neutral element before every reduction.
+
+All arithmetic is fp32 (bool for masks); stores cast to the output dtype.
+``generate(subproblem)`` returns the file's source or raises Unsupported.
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+
+import jinja2
+import torch.fx as fx
+
+from lego_core.capture import ValueInfo, op_name, value_info
+from lego_core.fusion.groups import Role
+from lego_core.subproblem import SubProblem
+from lego_core.agents.template.expressions import (
+    POINTWISE,
+    ROW_IDENTITY,
+    Unsupported,
+    literal,
+    row_reduction_lines,
+)
+
+_TEMPLATES = jinja2.Environment(
+    loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
+    trim_blocks=True,
+    lstrip_blocks=True,
+    keep_trailing_newline=True,
+    undefined=jinja2.StrictUndefined,
+)
+POINTWISE_BLOCK = 1024
+
+
+@dataclasses.dataclass
+class _Operand:
+    name: str  # in0, in1, ...
+    node: fx.Node
+    spec: ValueInfo
+    access: str  # flat | row | col | rowscalar | strided | rowstrided
+    role: Role
+
+
+def kernel_name(sp: SubProblem) -> str:
+    """A Python identifier naming the kernel after its sub-problem."""
+    ops = [op_name(n).split(".")[1].strip("_") for n in sp.nodes if op_name(n) != "getitem"]
+    main = next((o for o in ops if o in ("softmax", "log_softmax", "native_layer_norm", "sum", "mean", "amax")), ops[0] if ops else "region")
+    return re.sub(r"\W", "_", f"{sp.id}_{main}")
+
+
+def generate(sp: SubProblem) -> str:
+    """Triton source (one importable file with ``launch``) for a fusable leaf.
+
+    Raises Unsupported when the group is not fusable, an output or input is
+    not a single tensor, or an op uses an option the templates lack.
+    """
+    group = sp.group
+    if group is None or group.kind not in ("pointwise", "row_reduction") or not group.fusable:
+        raise Unsupported(group.reason if group is not None and group.reason else f"{sp.kind} region")
+    for spec, what in [(s, "input") for s in sp.input_specs] + [(s, "output") for s in sp.output_specs]:
+        if spec is None:
+            raise Unsupported(f"an {what} is not a single tensor")
+    if group.kind == "pointwise" and any(s.shape != group.shape for s in sp.output_specs):
+        raise Unsupported("an output is smaller than the iteration shape")
+    is_row = group.kind == "row_reduction"
+    operands = [_operand(k, n, spec, group, is_row) for k, (n, spec) in enumerate(zip(sp.inputs, sp.input_specs))]
+    body = _row_body(sp, operands) if is_row else _pointwise_body(sp, operands)
+    return _render(sp, operands, body, is_row)
+
+
+def _is_contiguous(spec: ValueInfo) -> bool:
+    expected, acc = [], 1
+    for size in reversed(spec.shape):
+        expected.append(acc)
+        acc *= size
+    return all(st == ex or sz == 1 for st, ex, sz in zip(spec.stride, reversed(expected), spec.shape))
+
+
+def _operand(k: int, node: fx.Node, spec: ValueInfo, group, is_row: bool) -> _Operand:
+    shape = group.shape
+    rows = shape[:-1]
+    role = group.roles.get(node.name) or _external_role(spec, shape, is_row)
+    contiguous = _is_contiguous(spec)
+    if not is_row:
+        access = "flat" if spec.shape == shape and contiguous else "strided"
+    elif role.form == "rows":
+        access = "rowscalar" if contiguous else "rowstrided"
+    elif spec.shape == shape and contiguous:
+        access = "row"
+    elif spec.shape == shape[-1:] and contiguous and role.kind == "vec":
+        access = "col"
+    elif role.kind == "scal" and contiguous and spec.numel == _prod(rows) and spec.shape[-1:] in ((1,), ()):
+        access = "rowscalar"
+    else:
+        access = "strided"
+    return _Operand(f"in{k}", node, spec, access, role)
+
+
+def _external_role(spec: ValueInfo, shape: tuple, is_row: bool) -> Role:
+    if is_row and spec.shape == shape[:-1] and spec.shape != shape:
+        return Role("scal", "rows")
+    varies = bool(spec.shape) and spec.shape[-1] != 1 and shape[-1] != 1
+    return Role("vec" if varies or not is_row else "scal")
+
+
+def _prod(xs) -> int:
+    n = 1
+    for x in xs:
+        n *= x
+    return n
+
+
+def _load(expr: str, spec: ValueInfo, vector: bool) -> str:
+    is_bool = str(spec.dtype) == "torch.bool"
+    if vector:
+        text = f"tl.load({expr}, mask=mask, other={'0' if is_bool else '0.0'})"
+    else:
+        text = f"tl.load({expr})"
+    return f"({text} != 0)" if is_bool else f"{text}.to(tl.float32)"
+
+
+def _args(node: fx.Node, env: dict[str, str]) -> list[str]:
+    def one(a: object) -> str:
+        if isinstance(a, fx.Node):
+            if a.name not in env:
+                raise Unsupported(f"{a.name} is not available inside the kernel")
+            return env[a.name]
+        if a is None:
+            return "None"
+        if isinstance(a, (list, tuple)):
+            return "[" + ", ".join(str(x) for x in a) + "]"
+        if hasattr(a, "is_floating_point") or "dtype" in type(a).__name__ or "device" in type(a).__name__:
+            return repr(a)
+        return literal(a)
+
+    return [one(a) for a in node.args]
+
+
+def _index_lines(prefix: str, offs: str, ndim: int) -> list[str]:
+    """Split a linear index over the first ``ndim`` sizes into per-dimension indices."""
+    if ndim == 0:
+        return []
+    lines = [f"rest = {offs}"]
+    for d in reversed(range(ndim)):
+        if d == 0:
+            lines.append(f"{prefix}{d} = rest")
+        else:
+            lines.append(f"{prefix}{d} = rest % size_{d}")
+            lines.append(f"rest = rest // size_{d}")
+    return lines
+
+
+def _emit_nodes(sp: SubProblem, env: dict[str, str], is_row: bool) -> list[str]:
+    lines: list[str] = []
+    for node in sp.nodes:
+        name = op_name(node)
+        var = f"v_{node.name}"
+        if name == "getitem":
+            env[node.name] = f"{env[node.args[0].name]}_{node.args[1]}"
+            continue
+        if name in POINTWISE:
+            lines.append(f"{var} = {POINTWISE[name](node, _args(node, env))}  # {name}")
+        elif is_row and name in ROW_IDENTITY:
+            env[node.name] = env[node.args[0].name]
+            continue
+        elif is_row:
+            lines.append(f"# {name}")
+            lines += row_reduction_lines(node, _args(node, env), var)
+        else:
+            raise Unsupported(name)
+        env[node.name] = var
+    return lines
+
+
+def _pointwise_body(sp: SubProblem, operands: list[_Operand]) -> list[str]:
+    ndim = len(sp.group.shape)
+    lines = [
+        "pid = tl.program_id(0)",
+        "offs = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)",
+        "mask = offs < n_elements",
+    ]
+    if any(o.access == "strided" for o in operands):
+        lines.append("# index of each element in the iteration space")
+        lines += _index_lines("idx_", "offs", ndim)
+    lines.append("# load")
+    env: dict[str, str] = {}
+    for o in operands:
+        if o.access == "flat":
+            addr = f"{o.name}_ptr + offs"
+        else:
+            terms = " + ".join(f"idx_{d} * {o.name}_stride_{d}" for d in range(ndim)) or "0"
+            addr = f"{o.name}_ptr + {terms}"
+        lines.append(f"x_{o.name} = {_load(addr, o.spec, vector=True)}")
+        env[o.node.name] = f"x_{o.name}"
+    lines.append("# compute")
+    lines += _emit_nodes(sp, env, is_row=False)
+    lines.append("# store")
+    for k, node in enumerate(sp.outputs):
+        lines.append(f"tl.store(out{k}_ptr + offs, {env[node.name]}, mask=mask)")
+    return lines
+
+
+def _row_body(sp: SubProblem, operands: list[_Operand]) -> list[str]:
+    lead = len(sp.group.shape) - 1
+    lines = [
+        "row = tl.program_id(0)",
+        "offs_n = tl.arange(0, BLOCK_N)",
+        "mask = offs_n < n_cols",
+    ]
+    if any(o.access in ("strided", "rowstrided") for o in operands):
+        lines.append("# index of this row in the leading dimensions")
+        lines += _index_lines("idx_", "row", lead)
+    lines.append("# load")
+    env: dict[str, str] = {}
+    for o in operands:
+        vector = o.role.kind == "vec"
+        lead_terms = " + ".join(f"idx_{d} * {o.name}_stride_{d}" for d in range(lead)) or "0"
+        addr = {
+            "row": f"{o.name}_ptr + row * n_cols + offs_n",
+            "col": f"{o.name}_ptr + offs_n",
+            "rowscalar": f"{o.name}_ptr + row",
+            "rowstrided": f"{o.name}_ptr + {lead_terms}",
+            "strided": f"{o.name}_ptr + {lead_terms}" + (f" + offs_n * {o.name}_stride_{lead}" if vector else ""),
+        }[o.access]
+        lines.append(f"x_{o.name} = {_load(addr, o.spec, vector)}")
+        env[o.node.name] = f"x_{o.name}"
+    lines.append("# compute")
+    lines += _emit_nodes(sp, env, is_row=True)
+    lines.append("# store")
+    for k, node in enumerate(sp.outputs):
+        role = sp.group.roles.get(node.name, Role("vec"))
+        if role.kind == "vec":
+            lines.append(f"tl.store(out{k}_ptr + row * n_cols + offs_n, {env[node.name]}, mask=mask)")
+        else:
+            lines.append(f"tl.store(out{k}_ptr + row, {env[node.name]})")
+    return lines
+
+
+def _render(sp: SubProblem, operands: list[_Operand], body: list[str], is_row: bool) -> str:
+    shape = tuple(sp.group.shape)
+    ndim = len(shape)
+    name = kernel_name(sp) + "_kernel"
+    pointers = [f"{o.name}_ptr" for o in operands] + [f"out{k}_ptr" for k in range(len(sp.outputs))]
+    strided = [o for o in operands if o.access in ("strided", "rowstrided")]
+    if is_row:
+        lead = ndim - 1
+        sizes = ["n_cols"] + ([f"size_{d}" for d in range(1, lead)] if strided else [])
+        stride_rows = []
+        for o in strided:
+            count = lead + (1 if o.access == "strided" and o.role.kind == "vec" else 0)
+            stride_rows.append([f"{o.name}_stride_{d}" for d in range(count)])
+    else:
+        sizes = ["n_elements"] + ([f"size_{d}" for d in range(1, ndim)] if strided else [])
+        stride_rows = [[f"{o.name}_stride_{d}" for d in range(ndim)] for o in strided]
+    prepare, call = _launch_lines(operands, strided, sp, shape, is_row)
+    block_value = f"triton.next_power_of_2({shape[-1]})" if is_row else str(POINTWISE_BLOCK)
+    num_warps = _row_warps(shape[-1]) if is_row else 4
+    outputs_decl = "(" + "".join(f"({tuple(s.shape)}, {s.dtype}), " for s in sp.output_specs) + ")"
+    return _TEMPLATES.get_template("kernel_file.py.j2").render(
+        title=f"Triton kernel for sub-problem {sp.id}: {sp.label}",
+        template="row reduction" if is_row else "pointwise",
+        label=sp.label,
+        module_path=sp.module_path,
+        ops=sp.ops,
+        shape_text=f"iteration space {list(shape)}" + (", reduced over the last dimension" if is_row else ""),
+        shape_tuple=repr(shape),
+        inputs_text=", ".join(f"{o.name} {o.spec.describe()}" for o in operands),
+        outputs_text=", ".join(f"out{k} {s.describe()}" for k, s in enumerate(sp.output_specs)),
+        kernel_name=name,
+        pointers=pointers,
+        sizes=sizes,
+        strides=stride_rows,
+        block_name="BLOCK_N" if is_row else "BLOCK_SIZE",
+        block_value=block_value,
+        num_warps=num_warps,
+        body=body,
+        outputs_decl=outputs_decl,
+        launch_args=[o.name for o in operands],
+        device_arg=operands[0].name if operands else "out[0]",
+        prepare=prepare,
+        call_args=call,
+    )
+
+
+def _row_warps(n: int) -> int:
+    if n <= 512:
+        return 2
+    if n <= 2048:
+        return 4
+    return 8 if n <= 8192 else 16
+
+
+def _launch_lines(operands, strided, sp, shape, is_row) -> tuple[list[str], list[str]]:
+    prepare: list[str] = []
+    for o in operands:
+        if o.access in ("flat", "row", "col", "rowscalar"):
+            prepare.append(f"{o.name} = {o.name}.contiguous()  # read with flat offsets")
+    for o in strided:
+        fn = "_row_strides" if o.access == "rowstrided" or o.role.form == "rows" else "_strides"
+        prepare.append(f"{o.name}_strides = {fn}({o.name}, ITERATION_SHAPE)")
+    ndim = len(shape)
+    call = [o.name for o in operands] + [f"out[{k}]" for k in range(len(sp.outputs))]
+    if is_row:
+        n_rows = _prod(shape[:-1])
+        prepare.append(f"grid = ({n_rows},)  # one program per row")
+        call.append(f"{shape[-1]}")
+        if strided:
+            call += [f"{shape[d]}" for d in range(1, ndim - 1)]
+        for o in strided:
+            count = ndim - 1 + (1 if o.access == "strided" and o.role.kind == "vec" else 0)
+            call += [f"*{o.name}_strides[:{count}]"]
+    else:
+        n = _prod(shape)
+        prepare.append(f"grid = (triton.cdiv({n}, {POINTWISE_BLOCK}),)")
+        call.append(f"{n}")
+        if strided:
+            call += [f"{shape[d]}" for d in range(1, ndim)]
+        for o in strided:
+            call.append(f"*{o.name}_strides")
+    return prepare, call

@@ -1,0 +1,206 @@
+"""Graph capture: torch.export into core ATen, with shapes, strides and module paths.
+
+``capture_graph(problem)`` exports the model at its example inputs (static
+shapes), decomposes to the core ATen op set, and wraps the result in a
+:class:`Graph` that answers the questions the rest of the optimizer asks:
+what is each value's shape, dtype and stride, which module did a node come
+from (``nn_module_stack``), and what concrete tensor feeds each placeholder.
+
+Usage: ``python -m lego_core.capture MODEL.py [k=v ...]`` prints the graph.
+"""
+from __future__ import annotations
+
+import dataclasses
+import sys
+from typing import Any
+
+import torch
+import torch.fx as fx
+from torch.export import ExportedProgram
+from torch.export.graph_signature import InputKind
+
+from lego_core.problem import Problem, ProblemError
+
+
+@dataclasses.dataclass(frozen=True)
+class ValueInfo:
+    """Shape, dtype and stride of one tensor value (stride in elements)."""
+
+    shape: tuple
+    dtype: torch.dtype
+    stride: tuple
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel * self.dtype.itemsize
+
+    def describe(self) -> str:
+        return f"{str(self.dtype).removeprefix('torch.')}{list(self.shape)}"
+
+
+@dataclasses.dataclass(frozen=True)
+class PlaceholderSource:
+    """Where a placeholder's tensor comes from: ``kind`` is ``parameter``,
+    ``buffer``, ``constant`` (``target`` is the FQN / constant name) or
+    ``input`` (``index`` into the forward's arguments)."""
+
+    kind: str
+    target: str | None = None
+    index: int | None = None
+
+
+class Graph:
+    """A captured core-ATen graph of one problem.
+
+    ``ep`` is the ExportedProgram; ``fx_graph`` its graph (placeholders for
+    parameters, buffers, constants and user inputs, in that order);
+    ``compute_nodes`` the ``call_function`` nodes in topological order;
+    ``output_nodes`` the values the model returns.
+    """
+
+    def __init__(self, ep: ExportedProgram):
+        self.ep = ep
+        self.fx_graph: fx.Graph = ep.graph
+        self.placeholders: list[fx.Node] = [n for n in ep.graph.nodes if n.op == "placeholder"]
+        self.compute_nodes: list[fx.Node] = [n for n in ep.graph.nodes if n.op == "call_function"]
+        out = next(n for n in ep.graph.nodes if n.op == "output")
+        self.output_nodes: list[fx.Node] = [a for a in torch.utils._pytree.tree_leaves(out.args[0]) if isinstance(a, fx.Node)]
+        self.sources: dict[str, PlaceholderSource] = {}
+        user_index = 0
+        for spec in ep.graph_signature.input_specs:
+            name = spec.arg.name
+            if spec.kind == InputKind.PARAMETER:
+                self.sources[name] = PlaceholderSource("parameter", spec.target)
+            elif spec.kind == InputKind.BUFFER:
+                self.sources[name] = PlaceholderSource("buffer", spec.target)
+            elif spec.kind == InputKind.CONSTANT_TENSOR:
+                self.sources[name] = PlaceholderSource("constant", spec.target)
+            elif spec.kind == InputKind.USER_INPUT:
+                self.sources[name] = PlaceholderSource("input", index=user_index)
+                user_index += 1
+            else:
+                raise ProblemError(f"unsupported graph input kind {spec.kind.name} for {name}.")
+
+    def placeholder_values(self, model: torch.nn.Module, inputs: list) -> dict[str, Any]:
+        """Concrete tensors for every placeholder: parameters and buffers from
+        ``model`` (so loaded weights are used), constants from the export,
+        user inputs from ``inputs`` (only tensor inputs are graph inputs)."""
+        tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
+        values: dict[str, Any] = {}
+        for node in self.placeholders:
+            src = self.sources[node.name]
+            if src.kind == "parameter":
+                values[node.name] = model.get_parameter(src.target)
+            elif src.kind == "buffer":
+                values[node.name] = model.get_buffer(src.target)
+            elif src.kind == "constant":
+                values[node.name] = self.ep.constants[src.target]
+            else:
+                values[node.name] = tensors[src.index]
+        return values
+
+    def run(self, model: torch.nn.Module, inputs: list) -> dict[str, Any]:
+        """Run the graph eagerly and return every node's value by name
+        (the reference activations that sub-problems are checked on)."""
+        env = self.placeholder_values(model, inputs)
+        interp = _RecordingInterpreter(self.ep.graph_module)
+        with torch.no_grad():
+            interp.run(*[env[n.name] for n in self.placeholders])
+        env.update(interp.values)
+        return env
+
+
+class _RecordingInterpreter(fx.Interpreter):
+    def __init__(self, gm: fx.GraphModule):
+        super().__init__(gm, garbage_collect_values=False)
+        self.values: dict[str, Any] = {}
+
+    def run_node(self, n: fx.Node) -> Any:
+        result = super().run_node(n)
+        self.values[n.name] = result
+        return result
+
+
+def value_info(node: fx.Node) -> ValueInfo | None:
+    """ValueInfo of a node with one tensor value, else None."""
+    val = node.meta.get("val")
+    if isinstance(val, torch.Tensor):
+        return ValueInfo(tuple(int(s) for s in val.shape), val.dtype, tuple(int(s) for s in val.stride()))
+    return None
+
+
+def module_path(node: fx.Node) -> str:
+    """Dotted path of the innermost module a node came from ('' = the root)."""
+    stack = node.meta.get("nn_module_stack") or {}
+    if not stack:
+        return ""
+    path, _type = list(stack.values())[-1]
+    return path if isinstance(path, str) else ""
+
+
+def module_type(node: fx.Node) -> str:
+    """Class name of the innermost module a node came from."""
+    stack = node.meta.get("nn_module_stack") or {}
+    if not stack:
+        return "Model"
+    _path, typ = list(stack.values())[-1]
+    return str(getattr(typ, "__name__", typ)).rsplit(".", 1)[-1]
+
+
+def op_name(node: fx.Node) -> str:
+    """``aten.add.Tensor``-style name of a call_function node."""
+    target = node.target
+    if target.__class__.__name__ == "builtin_function_or_method":
+        return target.__name__
+    return str(target)
+
+
+def capture_graph(problem: Problem) -> Graph:
+    """Export ``problem.model`` at ``problem.make_inputs(0)`` into core ATen.
+
+    ``nn.MultiheadAttention``'s fused fast path is turned off while capturing
+    (pytorch issue 115511) so attention decomposes into ATen ops.  Raises
+    ProblemError when torch.export cannot capture the model (data-dependent
+    control flow, unsupported Python), with torch's reason.
+    """
+    inputs = problem.make_inputs(seed=0)
+    previous = torch.backends.mha.get_fastpath_enabled()
+    torch.backends.mha.set_fastpath_enabled(False)
+    try:
+        ep = torch.export.export(problem.model, tuple(inputs))
+        ep = ep.run_decompositions()
+    except Exception as exc:  # noqa: BLE001 - torch.export raises many types
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ProblemError(
+            f"torch.export could not capture the model: {type(exc).__name__}: {first}",
+            problem.spec.path,
+            hint="LEGO needs a model that torch.export can trace with static shapes "
+            "(no data-dependent Python control flow).",
+        ) from None
+    finally:
+        torch.backends.mha.set_fastpath_enabled(previous)
+    return Graph(ep)
+
+
+def main(argv: list[str]) -> int:
+    from lego_core.problem import ProblemSpec, load_problem, parse_overrides
+
+    if not argv:
+        print(__doc__.strip().splitlines()[-1])
+        return 2
+    graph = capture_graph(load_problem(ProblemSpec(argv[0], parse_overrides(argv[1:]))))
+    for node in graph.compute_nodes:
+        info = value_info(node)
+        print(f"{node.name:24} {op_name(node):40} {info.describe() if info else '':24} {module_path(node)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

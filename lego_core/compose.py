@@ -1,0 +1,191 @@
+"""Composition: turn the chosen plan into an output folder.
+
+Writes, under ``out_dir``:
+
+- ``reference_model.py``: the user's file, unchanged;
+- ``kernels/<name>.py``: one readable Triton file per generated kernel;
+- ``optimized_model.py``: ``class ModelNew(Model)`` whose ``forward`` runs
+  the plan in schedule order: runs of library leaves as plain ATen code
+  (generated from the graph), Triton leaves as ``launch`` calls.  Because it
+  subclasses the original ``Model``, ``ModelNew(*get_init_inputs())`` has the
+  same ``state_dict()`` keys and ``load_state_dict(model.state_dict())``
+  carries the weights.
+"""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import torch
+import torch.fx as fx
+
+from lego_core.capture import Graph
+from lego_core.subproblem import boundary, function_source, region_graph
+from lego_core.tree import FusionTree, OrNode
+
+HEADER = '''"""Optimized by LEGO: {model} ({settings}).
+
+``ModelNew`` subclasses the original ``Model``, so it has the same parameters
+and buffers:
+
+    new = ModelNew(*get_init_inputs()).to({device!r}{dtype_arg})
+    new.load_state_dict(model.state_dict())
+
+Its forward runs the chosen plan: {n_triton} sub-problem(s) as generated
+Triton kernels (see kernels/), the rest as ATen library calls.  It is
+specialised to the input shapes it was optimized for ({shapes}) and to
+device {device!r} and dtype {dtype}; other shapes raise ValueError.
+"""
+import importlib.util
+import sys
+from pathlib import Path
+
+import torch
+from torch import device
+
+inf = float("inf")
+nan = float("nan")
+_HERE = Path(__file__).resolve().parent
+
+
+def _load(name, relative_path):
+    """Import a file of this folder as a module."""
+    spec = importlib.util.spec_from_file_location(name, _HERE / relative_path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+reference_model = _load("{ref_module}", "reference_model.py")
+{overrides}Model = reference_model.Model
+get_inputs = reference_model.get_inputs
+get_init_inputs = reference_model.get_init_inputs
+'''
+
+
+def _segments(leaves: list[OrNode]) -> list[tuple[str, list[OrNode]]]:
+    """Consecutive library leaves merged; each Triton leaf alone."""
+    segments: list[tuple[str, list[OrNode]]] = []
+    for leaf in leaves:
+        kind = leaf.chosen.implementation
+        if kind == "library" and segments and segments[-1][0] == "library":
+            segments[-1][1].append(leaf)
+        else:
+            segments.append((kind, [leaf]))
+    return segments
+
+
+def write_output(out_dir: Path, graph: Graph, tree: FusionTree, problem, run_id: str) -> list[str]:
+    """Write the output folder; returns the kernel file paths (relative)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(problem.spec.path, out_dir / "reference_model.py")
+    kernels_dir = out_dir / "kernels"
+    if kernels_dir.exists():
+        shutil.rmtree(kernels_dir)
+    kernels_dir.mkdir()
+    kernel_files: list[str] = []
+    for leaf in tree.leaves():
+        cand = leaf.chosen
+        if cand.implementation == "triton" and f"kernels/{cand.kernel_name}.py" not in kernel_files:
+            (kernels_dir / f"{cand.kernel_name}.py").write_text(cand.source)
+            kernel_files.append(f"kernels/{cand.kernel_name}.py")
+    (out_dir / "optimized_model.py").write_text(model_source(graph, tree, problem, run_id, kernel_files))
+    _write_constants(out_dir, graph)
+    return kernel_files
+
+
+def _write_constants(out_dir: Path, graph: Graph) -> None:
+    constants = {name: graph.ep.constants[src.target] for name, src in graph.sources.items() if src.kind == "constant"}
+    if constants:
+        torch.save({k: v.detach().cpu() for k, v in constants.items()}, out_dir / "constants.pt")
+
+
+def model_source(graph: Graph, tree: FusionTree, problem, run_id: str, kernel_files: list[str]) -> str:
+    """Source of ``optimized_model.py``."""
+    spec = problem.spec
+    user_inputs = [n for n in graph.placeholders if graph.sources[n.name].kind == "input"]
+    shapes = [tuple(n.meta["val"].shape) for n in user_inputs]
+    overrides = "".join(f"reference_model.{k} = {v!r}  # override used when optimizing\n" for k, v in spec.overrides.items())
+    settings = ", ".join([f"{k}={v}" for k, v in spec.overrides.items()] + [spec.dtype, spec.device])
+    dtype_arg = "" if spec.dtype == "fp32" else f", {problem.spec.torch_dtype}"
+    parts = [
+        HEADER.format(
+            model=spec.name,
+            settings=settings,
+            device=spec.device,
+            dtype=spec.dtype,
+            dtype_arg=dtype_arg,
+            n_triton=sum(1 for leaf in tree.leaves() if leaf.chosen.implementation == "triton"),
+            shapes=", ".join(str(list(s)) for s in shapes),
+            ref_module=f"lego_reference_{run_id}",
+            overrides=overrides,
+        )
+    ]
+    for path in kernel_files:
+        name = Path(path).stem
+        parts.append(f'{name} = _load("lego_kernel_{run_id}_{name}", "{path}")\n')
+    parts.append(f"\nINPUT_SHAPES = {[tuple(s) for s in shapes]!r}\n")
+    body, functions = _forward_body(graph, tree)
+    parts += ["\n\n" + f for f in functions]
+    parts.append(_model_class(graph, user_inputs, body))
+    return "".join(parts)
+
+
+def _forward_body(graph: Graph, tree: FusionTree) -> tuple[list[str], list[str]]:
+    lines: list[str] = []
+    functions: list[str] = []
+    for kind, leaves in _segments(tree.leaves()):
+        nodes = [n for leaf in leaves for n in leaf.sub.nodes]
+        inputs, outputs = boundary(nodes, graph.output_nodes)
+        if not outputs:
+            continue
+        targets = ", ".join(n.name for n in outputs) + ("," if len(outputs) == 1 else "")
+        args = ", ".join(n.name for n in inputs)
+        if kind == "triton":
+            leaf = leaves[0]
+            inputs, outputs = leaf.sub.inputs, leaf.sub.outputs
+            args = ", ".join(n.name for n in inputs)
+            targets = ", ".join(n.name for n in outputs) + ("," if len(outputs) == 1 else "")
+            lines.append(f"{targets} = {leaf.chosen.kernel_name}.launch({args})  # {leaf.sub.label}")
+        else:
+            name = f"library_{leaves[0].sub.id}"
+            ids = ", ".join(leaf.sub.id for leaf in leaves)
+            src = function_source(region_graph(nodes, inputs, outputs), name)
+            functions.append(f'{src.splitlines()[0]}\n    """ATen ops of sub-problem(s) {ids}."""\n' + "\n".join(src.splitlines()[1:]) + "\n")
+            lines.append(f"{targets} = {name}({args})")
+    return lines, functions
+
+
+def _model_class(graph: Graph, user_inputs: list[fx.Node], body: list[str]) -> str:
+    args = ", ".join(n.name for n in user_inputs)
+    lines = [
+        "\n\nclass ModelNew(Model):",
+        '    """The original Model with its forward replaced by the optimized plan."""',
+    ]
+    if any(src.kind == "constant" for src in graph.sources.values()):
+        lines += [
+            "",
+            "    def __init__(self, *args, **kwargs):",
+            "        super().__init__(*args, **kwargs)",
+            '        self._lego_constants = torch.load(_HERE / "constants.pt")',
+        ]
+    lines += [
+        "",
+        f"    def forward(self, {args}):",
+        f"        shapes = [tuple(t.shape) for t in ({args},)]",
+        "        if shapes != INPUT_SHAPES:",
+        '            raise ValueError(f"ModelNew was optimized for input shapes {INPUT_SHAPES}, got {shapes}; run LEGO again with --set for these sizes")',
+    ]
+    for node in graph.placeholders:
+        src = graph.sources[node.name]
+        if src.kind == "parameter":
+            lines.append(f"        {node.name} = self.get_parameter({src.target!r})")
+        elif src.kind == "buffer":
+            lines.append(f"        {node.name} = self.get_buffer({src.target!r})")
+        elif src.kind == "constant":
+            lines.append(f"        {node.name} = self._lego_constants[{node.name!r}].to({user_inputs[0].name}.device)")
+    lines += [f"        {line}" for line in body]
+    out = graph.output_nodes
+    lines.append(f"        return {out[0].name}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,62 @@
+"""Cost of implementing a sub-problem, from the cost model or a GPU timer.
+
+``library_estimate_ms``: every non-layout ATen op is one kernel launch that
+reads its inputs and writes its outputs from device memory.  ``fused_estimate_ms``:
+one launch that reads the boundary inputs and writes the boundary outputs
+once.  Both go through ``costmodel.estimate_ms`` (a roofline for a named
+target GPU); ``measure_ms`` times a callable on the GPU.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+import torch.fx as fx
+
+from lego_core import costmodel
+from lego_core.subproblem import SubProblem
+
+
+def _tensors(val: object) -> list[torch.Tensor]:
+    if isinstance(val, torch.Tensor):
+        return [val]
+    if isinstance(val, (list, tuple)):
+        return [t for v in val for t in _tensors(v)]
+    return []
+
+
+def _node_tensors(node: fx.Node) -> list[torch.Tensor]:
+    return _tensors(node.meta.get("val"))
+
+
+def _flops(node: fx.Node) -> int:
+    ins = [tuple(t.shape) for a in node.all_input_nodes for t in _node_tensors(a)]
+    outs = [tuple(t.shape) for t in _node_tensors(node)]
+    return costmodel.op_flops(node.target, ins, outs, node.args)
+
+
+def library_estimate_ms(sub: SubProblem, dtype: torch.dtype, target: str) -> float:
+    """Estimated ms of running the region op by op (eager / ATen)."""
+    total = 0.0
+    for node in sub.nodes:
+        if costmodel.is_layout_op(node.target):
+            continue
+        tensors = [t for a in node.all_input_nodes for t in _node_tensors(a)] + _node_tensors(node)
+        total += costmodel.estimate_ms(
+            costmodel.tensor_bytes(tensors), _flops(node), costmodel.is_matmul_op(node.target), dtype, 1, target
+        )
+    return total
+
+
+def fused_estimate_ms(sub: SubProblem, dtype: torch.dtype, target: str) -> float:
+    """Estimated ms of one kernel that reads the boundary inputs and writes the outputs once."""
+    tensors = [t for n in sub.inputs for t in _node_tensors(n)] + [t for n in sub.outputs for t in _node_tensors(n)]
+    flops = sum(_flops(n) for n in sub.nodes)
+    return costmodel.estimate_ms(costmodel.tensor_bytes(tensors), flops, False, dtype, 1, target)
+
+
+def measure_ms(fn: Callable[[list], object], input_sets: list[list]) -> float:
+    """Median GPU time of ``fn(inputs)`` in ms (CUDA events, L2 flushed, inputs rotated)."""
+    from lego_core.timing import time_gpu
+
+    return time_gpu(fn, input_sets).median_ms

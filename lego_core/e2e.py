@@ -1,0 +1,104 @@
+"""End-to-end checks of a composed model: correctness, and time on a GPU.
+
+``check_end_to_end`` imports ``optimized_model.py`` from the output folder,
+builds ``ModelNew(*get_init_inputs())``, loads the original model's weights
+and compares it with eager on fresh inputs (a seed no sub-problem was
+checked on).  In fp32 the dtype tolerance of ``verify.compare`` decides.  In
+bf16/fp16 a whole model compounds rounding, and fused kernels (which keep
+fp32 between ops) round *less* than eager; there the composed model also
+passes when its error against an fp64 run of the original is at most twice
+eager's own error against that fp64 run.
+
+``time_models`` measures eager, torch.compile and the composed model in one
+process (CUDA events, L2 flushed, median; ``lego_core.timing``).
+"""
+from __future__ import annotations
+
+import copy
+import math
+import uuid
+from pathlib import Path
+
+import torch
+
+from lego_core.search import load_module
+from lego_core.verify import compare
+
+
+def load_composed(out_dir: Path, problem) -> torch.nn.Module:
+    """``ModelNew`` from ``out_dir`` with the original model's weights, on the problem's device and dtype."""
+    module = load_module(Path(out_dir) / "optimized_model.py", f"lego_optimized_{uuid.uuid4().hex[:8]}")
+    torch.manual_seed(0)
+    new = module.ModelNew(*module.get_init_inputs())
+    new = new.to(device=problem.spec.device, dtype=problem.spec.torch_dtype).eval()
+    new.load_state_dict(problem.model.state_dict())
+    return new
+
+
+def _norm_rel(a: torch.Tensor, ref: torch.Tensor) -> float:
+    a, ref = a.double(), ref.double()
+    denom = torch.linalg.vector_norm(ref).item()
+    err = torch.linalg.vector_norm(a - ref).item()
+    return err / denom if denom > 0 else err
+
+
+def _to64(x):
+    return x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x
+
+
+def check_end_to_end(out_dir: Path, problem, seed: int) -> dict:
+    """Compare the composed model with eager; returns ``passed``, errors, ``reason``, ``seed``."""
+    new = load_composed(out_dir, problem)
+    inputs = problem.make_inputs(seed)
+    with torch.no_grad():
+        expected = problem.model(*inputs)
+        actual = new(*inputs)
+    cmp = compare([actual], [expected], problem.spec.torch_dtype)
+    result = {
+        "passed": cmp.passed,
+        "max_abs_error": _finite(cmp.max_abs_error),
+        "norm_rel_error": _finite(cmp.norm_rel_error),
+        "reason": cmp.reason,
+        "seed": seed,
+        "criterion": "dtype tolerance against eager",
+    }
+    if cmp.passed or problem.spec.dtype == "fp32" or not torch.isfinite(actual).all():
+        return result
+    model64 = copy.deepcopy(problem.model).double()
+    with torch.no_grad():
+        truth = model64(*[_to64(x) for x in inputs])
+    err_new, err_eager = _norm_rel(actual, truth), _norm_rel(expected, truth)
+    result.update(
+        passed=err_new <= 2 * err_eager,
+        criterion="error against fp64 at most twice eager's",
+        fp64_norm_rel_error={"optimized": err_new, "eager": err_eager},
+        reason=f"norm-relative error against fp64: optimized {err_new:.3g}, eager {err_eager:.3g}",
+    )
+    return result
+
+
+def _finite(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
+def time_models(out_dir: Path, problem, config) -> dict:
+    """Median GPU ms of eager, torch.compile (default mode) and the composed model."""
+    from lego_core.timing import time_gpu
+
+    new = load_composed(out_dir, problem)
+    input_sets = [problem.make_inputs(seed) for seed in config.verify_seeds]
+    result: dict = {"measured": True}
+    with torch.no_grad():
+        result["eager_ms"] = time_gpu(lambda xs: problem.model(*xs), input_sets).median_ms
+        result["optimized_ms"] = time_gpu(lambda xs: new(*xs), input_sets).median_ms
+        if config.compare_compile:
+            try:
+                compiled = torch.compile(problem.model)
+                result["compile_ms"] = time_gpu(lambda xs: compiled(*xs), input_sets).median_ms
+            except Exception as exc:  # noqa: BLE001 - report, do not fail the run
+                result["compile_ms"] = None
+                result["compile_error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    result["speedup_vs_eager"] = result["eager_ms"] / result["optimized_ms"]
+    if result.get("compile_ms"):
+        result["speedup_vs_compile"] = result["compile_ms"] / result["optimized_ms"]
+    return result

@@ -1,0 +1,1 @@
+"""Fusion: what may fuse (policy) and the grouping of graph nodes (mechanism)."""

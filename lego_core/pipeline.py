@@ -1,0 +1,99 @@
+"""The optimization pipeline: ordered passes, one screen.
+
+``run_pipeline(spec, out_dir, config, emit)`` runs in the child process that
+``lego_core.optimize`` starts.  Each pass is a named function; this driver
+calls them in order and reports progress through ``emit``.
+"""
+from __future__ import annotations
+
+import json
+import platform
+import shutil
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import torch
+
+from lego_core import e2e
+from lego_core.agents.template.agent import TemplateAgent
+from lego_core.capture import capture_graph
+from lego_core.compose import write_output
+from lego_core.config import OptimizeConfig
+from lego_core.errors import OptimizeError
+from lego_core.events import NodeCreated, Progress, RunFinished, RunStarted, Sink, StageStarted
+from lego_core.problem import ProblemSpec, load_problem
+from lego_core.report import build_report
+from lego_core.search import LeafSolver, run_search
+from lego_core.tree import AndNode, FusionTree
+
+
+def run_pipeline(spec: ProblemSpec, out_dir: str, config: OptimizeConfig, emit: Sink) -> dict:
+    """Optimize one problem; write ``out_dir``; return the report dict."""
+    started = time.time()
+    out = Path(out_dir)
+    run_id = uuid.uuid4().hex[:8]
+    emit(RunStarted(model=Path(spec.path).name, overrides=dict(spec.overrides), dtype=spec.dtype, device=spec.device))
+
+    emit(StageStarted(stage="load"))
+    problem = load_problem(spec)  # import the file, apply overrides, build and run the model
+    emit(StageStarted(stage="capture"))
+    graph = capture_graph(problem)  # torch.export -> core ATen with shapes and module paths
+    emit(StageStarted(stage="construct"))
+    tree = build_tree_and_announce(graph, emit)  # top-down FusionTree down to fusion groups
+    activations = [graph.run(problem.model, problem.make_inputs(seed)) for seed in config.verify_seeds]
+    leaves = tree.leaves()
+    emit(StageStarted(stage="search", total=len(leaves)))
+    with tempfile.TemporaryDirectory(prefix="lego-candidates-") as work:
+        solver = LeafSolver(TemplateAgent(), config, spec.torch_dtype, spec.device, Path(work), emit)
+        result = run_search(tree, activations, solver, emit, progress=lambda d, t: emit(Progress(stage="search", done=d, total=t)))
+        del activations
+        emit(StageStarted(stage="compose"))
+        kernel_files = write_output(out, graph, tree, problem, run_id)  # optimized_model.py + kernels/
+    emit(StageStarted(stage="verify"))
+    check = e2e.check_end_to_end(out, problem, config.e2e_seed)  # composed ModelNew vs eager
+    if not check["passed"]:
+        raise OptimizeError(f"the composed model does not match eager end to end: {check['reason']}")
+    timing = e2e.time_models(out, problem, config) if spec.device == "cuda" and config.timing == "auto" else None
+    report = build_report(problem, tree, result, check, timing, kernel_files, started, _versions())
+    (out / "report.json").write_text(json.dumps(report, indent=2))
+    emit(RunFinished(out_dir=str(out), summary=report["summary"]))
+    return report
+
+
+def build_tree_and_announce(graph, emit: Sink) -> FusionTree:
+    """Build the FusionTree and send one NodeCreated event per node, parents first."""
+    from lego_core.tree import build_tree
+
+    tree = build_tree(graph)
+    for node in tree.walk():
+        if isinstance(node, AndNode):
+            emit(NodeCreated(node_id=node.id, kind="and", parent=node.parent, label=node.label))
+        else:
+            sub = node.sub
+            emit(
+                NodeCreated(
+                    node_id=node.id,
+                    kind="or",
+                    parent=node.parent,
+                    label=sub.label,
+                    signature=sub.signature,
+                    ops=sub.ops,
+                    shapes=[list(s.shape) if s else None for s in sub.output_specs],
+                )
+            )
+    return tree
+
+
+def _versions() -> dict:
+    import triton
+
+    return {"torch": torch.__version__, "triton": triton.__version__, "python": platform.python_version()}
+
+
+def clean_output(out_dir: Path) -> None:
+    """Remove a previous run's files from ``out_dir`` (used by the CLI's --force)."""
+    for name in ("optimized_model.py", "reference_model.py", "report.json", "constants.pt"):
+        (out_dir / name).unlink(missing_ok=True)
+    shutil.rmtree(out_dir / "kernels", ignore_errors=True)
