@@ -1,0 +1,126 @@
+"""Command line: ``python -m lego_core optimize MODEL.py [options]``.
+
+Usage: python -m lego_core optimize MODEL.py [--set k=v ...] [--dtype fp32|bf16|fp16] [--device cpu|cuda] [--out DIR]
+
+Shows a progress bar while the search runs and ends with a summary table.
+Exit status: 0 done, 1 the model file or an option is wrong, 3 the optimizer
+failed.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from lego_core.api import optimize
+from lego_core.config import OptimizeConfig
+from lego_core.errors import OptimizeError
+from lego_core.events import Event
+from lego_core.problem import DEVICES, DTYPES, ProblemError, ProblemSpec, parse_overrides
+from lego_core.sandbox import ChildCrashed
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m lego_core", description="LEGO: fused Triton kernels for a PyTorch model.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    opt = sub.add_parser("optimize", help="optimize a KernelBench-style model file")
+    opt.add_argument("model", help="Python file with Model, get_inputs() and get_init_inputs()")
+    opt.add_argument("--set", dest="overrides", action="append", default=[], metavar="NAME=VALUE", help="override a module-level constant (repeatable)")
+    opt.add_argument("--dtype", choices=sorted(DTYPES), default="fp32")
+    opt.add_argument("--device", choices=DEVICES, default="cpu")
+    opt.add_argument("--out", default=None, help="output folder (default: ./lego_out/<model name>)")
+    opt.add_argument("--no-triton", action="store_true", help="library calls only (a baseline)")
+    opt.add_argument("--no-compile", action="store_true", help="on a GPU, do not time torch.compile")
+    opt.add_argument("--timeout", type=float, default=None, help="stop the run after this many seconds")
+    return parser
+
+
+class ProgressView:
+    """Renders events as a rich progress bar with the current stage."""
+
+    def __init__(self, console: Console):
+        self.progress = Progress(
+            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console, transient=False
+        )
+        self.task = self.progress.add_task("starting", total=None)
+
+    def __call__(self, event: Event) -> None:
+        if event.type == "stage_started":
+            self.progress.update(self.task, description=event.stage, total=event.total or None, completed=0)
+        elif event.type == "progress":
+            self.progress.update(self.task, completed=event.done, total=event.total)
+        elif event.type == "run_finished":
+            self.progress.update(self.task, description="done")
+
+
+def summary_table(report: dict) -> Table:
+    summary, plan, metrics = report["summary"], report["plan"], report["metrics"]
+    table = Table(title=f"LEGO plan for {report['model']} ({report['dtype']}, {report['device']})")
+    table.add_column("what")
+    table.add_column("value", justify="right")
+    table.add_row("sub-problems", str(summary["subproblems"]))
+    table.add_row("Triton kernels (generated)", str(summary["triton"]))
+    table.add_row("library (ATen) calls", str(summary["library"]))
+    table.add_row("reused (same signature)", str(metrics.get("reused_nodes", 0)))
+    err = report["end_to_end"]["max_abs_error"]
+    table.add_row("end-to-end max abs error", "n/a" if err is None else f"{err:.3g}")
+    table.add_row(f"plan cost ({plan['cost_kind']})", f"{plan['cost_ms']:.4f} ms vs {plan['baseline_ms']:.4f} ms")
+    table.add_row(f"speedup ({summary['speedup_kind']})", f"{summary['speedup']:.2f}x")
+    timing = report.get("timing")
+    if timing:
+        table.add_row("eager (measured)", f"{timing['eager_ms']:.4f} ms")
+        if timing.get("compile_ms"):
+            table.add_row("torch.compile (measured)", f"{timing['compile_ms']:.4f} ms")
+        table.add_row("optimized (measured)", f"{timing['optimized_ms']:.4f} ms")
+    table.add_row("agent calls", str(metrics["agent_calls"]))
+    table.add_row("wall time", f"{metrics['wall_time_s']:.1f} s")
+    return table
+
+
+def triton_table(report: dict) -> Table:
+    table = Table(title="Sub-problems implemented by generated Triton kernels")
+    for col in ("id", "region", "ops", "max error", "time (ms)", "library (ms)"):
+        table.add_column(col)
+    for sp in report["subproblems"]:
+        if sp["implementation"] != "triton":
+            continue
+        ops = ", ".join(dict.fromkeys(o.split(".")[1] for o in sp["ops"]))
+        table.add_row(sp["id"], sp["label"], ops, f"{sp['max_abs_error']:.2g}", f"{sp['time_ms']:.4f} {sp['time_kind'][0]}", f"{sp['baseline_ms']:.4f}")
+    return table
+
+
+def run_optimize(args: argparse.Namespace, console: Console) -> int:
+    try:
+        spec = ProblemSpec(args.model, parse_overrides(args.overrides), args.dtype, args.device)
+    except ProblemError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        return 1
+    out = Path(args.out or Path("lego_out") / Path(args.model).stem)
+    config = OptimizeConfig(use_triton=not args.no_triton, compare_compile=not args.no_compile, timeout_s=args.timeout)
+    view = ProgressView(console)
+    try:
+        with view.progress:
+            report = optimize(spec, out, config, sink=view)
+    except ProblemError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        return 1
+    except (OptimizeError, ChildCrashed) as exc:
+        console.print(f"[red]optimizer failed:[/red] {exc}")
+        return 3
+    if report["summary"]["triton"]:
+        console.print(triton_table(report))
+    console.print(summary_table(report))
+    console.print(f"output: {out.resolve()} (optimized_model.py, kernels/, report.json)")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    console = Console()
+    if args.command == "optimize":
+        return run_optimize(args, console)
+    return 2
