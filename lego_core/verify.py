@@ -1,0 +1,769 @@
+"""Candidate verification: does a kernel compute what the reference computes?
+
+A *candidate* is a callable ``run(inputs, out) -> list[Tensor]``.  ``inputs``
+is the sub-problem's boundary inputs in order; ``out`` is either ``None`` (the
+candidate allocates its outputs) or a list of preallocated tensors that the
+candidate must write into and return.  The *reference* is
+``ref(inputs) -> list[Tensor]``, the eager ATen ops of the region.
+
+Rules (docs/DESIGN "Correctness and timing rules"), in the order
+:func:`verify` applies them:
+
+1. at least three input sets, each built from a recorded seed;
+2. every call gets fresh clones of the inputs, so a candidate that writes
+   into its inputs cannot change what the reference or a later call sees;
+3. outputs are *poisoned* before each candidate call (NaN for floats; for
+   integers and bools, which cannot hold NaN, two runs with two different
+   fills), so an element the candidate never writes fails;
+4. shapes and dtypes match; no NaN/inf where the reference has a finite
+   value; elementwise ``|a - e| <= atol * scale + rtol * |e|`` (``scale``:
+   the reference's RMS, at least 1) and norm-relative
+   ``||a - e|| / ||e|| <= norm_rel`` with dtype-aware :func:`tolerances`;
+5. a static check (:func:`calls_back_into_reference`) that the source
+   launches a ``@triton.jit`` kernel instead of calling PyTorch's own op.
+
+The verifier never raises because a candidate is bad: an exception, a wrong
+return value or a mismatch is a failed :class:`VerifyReport` whose ``reason``
+is one readable line.  It does raise ``ValueError`` for misuse (fewer than
+three input sets) and ``RuntimeError`` when the *reference* itself fails,
+since that is a bug in the caller, not in the candidate.
+
+Usage: ``python -m lego_core.verify`` checks a small built-in example
+(a correct and a broken candidate) and prints both reports.
+"""
+from __future__ import annotations
+
+import ast
+import dataclasses
+import math
+from typing import Callable, Sequence
+
+import torch
+
+Tensor = torch.Tensor
+Candidate = Callable[[list[Tensor], "list[Tensor] | None"], list[Tensor]]
+Reference = Callable[[list[Tensor]], list[Tensor]]
+
+MIN_INPUT_SETS = 3
+
+
+# --------------------------------------------------------------------------
+# Tolerances
+# --------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Tolerance:
+    """Acceptance thresholds for one output dtype.
+
+    ``atol`` and ``rtol`` bound every element:
+    ``|a - e| <= atol * scale + rtol * |e|`` where ``scale`` is
+    ``max(1, rms(e))``, the reference's root-mean-square magnitude.
+    ``norm_rel`` bounds the whole tensor: ``||a - e||_2 / ||e||_2``.  All three
+    are 0 for integer and bool outputs, which must match exactly.
+    """
+
+    atol: float
+    rtol: float
+    norm_rel: float
+
+    @property
+    def exact(self) -> bool:
+        """True when every element must match bit for bit (ints, bools)."""
+        return self.atol == 0.0 and self.rtol == 0.0 and self.norm_rel == 0.0
+
+
+# Why these numbers.  A fused kernel legitimately differs from eager PyTorch
+# in the order of its additions, in where it rounds intermediates to the
+# storage dtype, and in fast-math approximations of exp/rsqrt.  The unit
+# roundoff u is 2^-24 (fp32), 2^-11 (fp16), 2^-8 (bf16); one ulp of relative
+# difference in the final rounding is 2u.
+#  * fp32: reordering a length-K sum costs about sqrt(K)*u relative in norm
+#    (K = 4096: ~4e-6), so 1e-5 norm-relative passes honest kernels and fails
+#    TF32 matmuls (~5e-4): an fp32 region must use input_precision="ieee" or
+#    "tf32x3".  Elementwise 1e-4 leaves room for single elements near
+#    cancellation.
+#  * bf16: outputs differ by one or two ulps (2u = 7.8e-3) after rounding,
+#    so 2e-2 elementwise; RMS error of correct kernels is ~u to 2u, so 1e-2
+#    norm-relative still catches a wrong term (a missing bias, a skipped
+#    block) whose contribution exceeds 1%.
+#  * fp16: 2u = 9.8e-4, so 5e-3 elementwise (~5 ulps) and 2e-3 in norm.
+#  * fp64 is here for completeness (references computed in double).
+# atol is scaled by the reference's RMS magnitude (at least 1).  Measured on
+# an H200: an IEEE-fp32 Triton GEMM with K = 4096 differs from cuBLAS by up
+# to 3.5e-4 on elements near cancellation (-0.02485 vs -0.02450, while the
+# output's RMS is ~64): a fixed atol of 1e-4 rejected a correct kernel.  The
+# rounding error of a sum scales with the magnitude of its terms, not of its
+# result, so the absolute slack must scale with the data; an element wrong
+# by a fraction 1e-4 of the typical output magnitude still fails.
+#  * fp8 outputs: 2u is 0.25 (e4m3) and 0.5 (e5m2); accepted loosely.
+_FLOAT_TOLERANCES: dict[torch.dtype, Tolerance] = {
+    torch.float64: Tolerance(atol=1e-7, rtol=1e-7, norm_rel=1e-9),
+    torch.float32: Tolerance(atol=1e-4, rtol=1e-4, norm_rel=1e-5),
+    torch.float16: Tolerance(atol=5e-3, rtol=5e-3, norm_rel=2e-3),
+    torch.bfloat16: Tolerance(atol=2e-2, rtol=2e-2, norm_rel=1e-2),
+}
+for _name, _tol in (("float8_e4m3fn", Tolerance(0.125, 0.25, 0.1)), ("float8_e5m2", Tolerance(0.25, 0.5, 0.2))):
+    if hasattr(torch, _name):
+        _FLOAT_TOLERANCES[getattr(torch, _name)] = _tol
+
+EXACT = Tolerance(atol=0.0, rtol=0.0, norm_rel=0.0)
+
+_DTYPE_NAMES: dict[str, torch.dtype] = {
+    "fp64": torch.float64, "float64": torch.float64, "double": torch.float64,
+    "fp32": torch.float32, "float32": torch.float32, "float": torch.float32,
+    "fp16": torch.float16, "float16": torch.float16, "half": torch.float16,
+    "bf16": torch.bfloat16, "bfloat16": torch.bfloat16,
+}
+
+
+def as_dtype(dtype: torch.dtype | str) -> torch.dtype:
+    """``torch.float32`` from a torch dtype or a name (``"fp32"``, ``"bf16"``,
+    ``"float16"``, ``"torch.int64"``...).  Raises ``ValueError`` if unknown."""
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    name = str(dtype).strip().lower().removeprefix("torch.")
+    if name in _DTYPE_NAMES:
+        return _DTYPE_NAMES[name]
+    found = getattr(torch, name, None)
+    if isinstance(found, torch.dtype):
+        return found
+    raise ValueError(f"unknown dtype {dtype!r}: use a torch.dtype or one of fp32, bf16, fp16")
+
+
+def tolerances(dtype: torch.dtype | str) -> Tolerance:
+    """Tolerance for outputs of ``dtype`` (torch dtype or ``"fp32"`` etc.).
+
+    Floating dtypes get the table above; integer, unsigned and bool dtypes get
+    :data:`EXACT`.  Raises ``ValueError`` for a dtype with no rule (complex
+    dtypes are compared through their real part's dtype).
+    """
+    dtype = as_dtype(dtype)
+    if dtype.is_complex:
+        return tolerances(dtype.to_real())
+    if dtype in _FLOAT_TOLERANCES:
+        return _FLOAT_TOLERANCES[dtype]
+    if dtype == torch.bool or not dtype.is_floating_point:
+        return EXACT
+    raise ValueError(f"no tolerance rule for dtype {dtype}")
+
+
+def _tolerance_for(output_dtype: torch.dtype, problem_dtype: torch.dtype | str | None) -> Tolerance:
+    """The looser of the output dtype's and the problem dtype's tolerances.
+
+    A bf16 model whose region returns an fp32 tensor still computed in bf16,
+    so it is judged as bf16; an fp32 model with a bf16 output is judged as
+    bf16 too.  Integer and bool outputs are always exact.
+    """
+    own = tolerances(output_dtype)
+    if own.exact or problem_dtype is None:
+        return own
+    other = tolerances(problem_dtype)
+    if other.exact:
+        return own
+    return Tolerance(max(own.atol, other.atol), max(own.rtol, other.rtol), max(own.norm_rel, other.norm_rel))
+
+
+# --------------------------------------------------------------------------
+# Comparing outputs
+# --------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Comparison:
+    """Result of :func:`compare`.
+
+    ``max_abs_error``: the largest ``|a - e|`` over elements where both are
+    finite, over all outputs (0.0 when nothing was comparable, ``inf`` when
+    the outputs could not be compared at all: wrong count, shape or dtype).
+    ``norm_rel_error``: the largest ``||a - e|| / ||e||`` over float outputs
+    (0.0 for an all-zero reference, where only the elementwise test applies).
+    ``reason``: one line; ``""`` when ``passed``.
+    """
+
+    passed: bool
+    max_abs_error: float
+    norm_rel_error: float
+    reason: str = ""
+
+
+def compare(actual: Sequence[Tensor], expected: Sequence[Tensor], dtype: torch.dtype | str | None = None) -> Comparison:
+    """Compare a candidate's outputs with the reference's.
+
+    ``actual`` and ``expected``: lists of tensors, same count, each pair the
+    same shape, dtype and device type.  ``dtype``: the problem's compute dtype
+    (torch dtype or ``"fp32"``/``"bf16"``/``"fp16"``); each float output is
+    judged by the looser of its own dtype's and ``dtype``'s tolerances; None
+    uses each output's own dtype.  Never raises for bad ``actual`` values.
+    """
+    if not isinstance(actual, (list, tuple)):
+        return Comparison(False, math.inf, math.inf, f"candidate returned {type(actual).__name__}, expected a list of {len(expected)} tensors")
+    if len(actual) != len(expected):
+        return Comparison(False, math.inf, math.inf, f"candidate returned {len(actual)} outputs, expected {len(expected)}")
+    max_abs, max_norm = 0.0, 0.0
+    for index, (a, e) in enumerate(zip(actual, expected)):
+        result = _compare_one(index, a, e, dtype)
+        max_abs = max(max_abs, result.max_abs_error)
+        max_norm = max(max_norm, result.norm_rel_error)
+        if not result.passed:
+            return Comparison(False, max_abs, max_norm, result.reason)
+    return Comparison(True, max_abs, max_norm, "")
+
+
+def _compare_one(index: int, a: object, e: Tensor, dtype: torch.dtype | str | None) -> Comparison:
+    """Compare output ``index``; see :func:`compare`."""
+    where = f"output {index}"
+    mismatch = _metadata_mismatch(a, e)
+    if mismatch:
+        return Comparison(False, math.inf, math.inf, f"{where}: {mismatch}")
+    assert isinstance(a, Tensor)
+    if a.numel() == 0:
+        return Comparison(True, 0.0, 0.0)
+    tol = _tolerance_for(e.dtype, dtype)
+    if tol.exact:
+        return _compare_exact(where, a, e)
+    if e.is_complex():
+        a, e = torch.view_as_real(a), torch.view_as_real(e)
+    return _compare_float(where, a.detach().double(), e.detach().double(), tol)
+
+
+def _metadata_mismatch(a: object, e: Tensor) -> str:
+    """Why ``a`` cannot be compared with ``e`` elementwise, or ``""``."""
+    if not isinstance(a, Tensor):
+        return f"got {type(a).__name__}, expected a tensor"
+    if tuple(a.shape) != tuple(e.shape):
+        return f"shape {tuple(a.shape)} != expected {tuple(e.shape)}"
+    if a.dtype != e.dtype:
+        return f"dtype {a.dtype} != expected {e.dtype}"
+    if a.device.type != e.device.type:
+        return f"device {a.device} != expected {e.device}"
+    return ""
+
+
+def _compare_exact(where: str, a: Tensor, e: Tensor) -> Comparison:
+    """Integer/bool outputs: every element equal."""
+    wrong = a != e
+    count = int(wrong.sum())
+    diff = (a.double() - e.double()).abs()
+    max_abs = float(diff.max())
+    if count == 0:
+        return Comparison(True, max_abs, 0.0)
+    first = _unravel(int(wrong.flatten().nonzero()[0]), a.shape)
+    reason = (
+        f"{where}: {count} of {a.numel()} elements differ (exact match required for {e.dtype}), "
+        f"first at index {first}: {_fmt(a[first])} vs {_fmt(e[first])}"
+    )
+    return Comparison(False, max_abs, math.inf, reason)
+
+
+def _compare_float(where: str, a: Tensor, e: Tensor, tol: Tolerance) -> Comparison:
+    """Float outputs (already in float64): NaN/inf pattern, elementwise, norm."""
+    a_fin, e_fin = torch.isfinite(a), torch.isfinite(e)
+    both = a_fin & e_fin
+    diff = torch.where(both, a - e, torch.zeros((), dtype=a.dtype, device=a.device))
+    max_abs = float(diff.abs().max())
+    bad_special = _nonfinite_mismatch(where, a, e, a_fin, e_fin)
+    if bad_special:
+        return Comparison(False, max_abs, math.inf, bad_special)
+
+    ref_norm = float(torch.linalg.vector_norm(torch.where(e_fin, e, 0.0)))
+    diff_norm = float(torch.linalg.vector_norm(diff))
+    norm_rel = diff_norm / ref_norm if ref_norm > 0 else 0.0
+
+    e_abs = torch.where(e_fin, e, 0.0).abs()
+    scale = max(1.0, ref_norm / math.sqrt(max(1, int(e_fin.sum()))))  # RMS of the reference
+    excess = diff.abs() - (tol.atol * scale + tol.rtol * e_abs)
+    outside = int((excess > 0).sum())
+    if outside:
+        worst = _unravel(int(excess.flatten().argmax()), a.shape)
+        atol_text = f"atol {tol.atol:g}" + (f" x reference RMS {scale:.3g}" if scale > 1.0 else "")
+        reason = (
+            f"{where}: {outside} of {a.numel()} elements outside tolerance "
+            f"({atol_text}, rtol {tol.rtol:g}), worst at index {worst}: "
+            f"{_fmt(a[worst])} vs {_fmt(e[worst])}"
+        )
+        return Comparison(False, max_abs, norm_rel, reason)
+    if norm_rel > tol.norm_rel:
+        reason = f"{where}: norm-relative error {norm_rel:.3g} > {tol.norm_rel:g} (every element within tolerance)"
+        return Comparison(False, max_abs, norm_rel, reason)
+    return Comparison(True, max_abs, norm_rel)
+
+
+def _nonfinite_mismatch(where: str, a: Tensor, e: Tensor, a_fin: Tensor, e_fin: Tensor) -> str:
+    """A reason when NaN/inf in ``a`` do not sit exactly where ``e`` has them."""
+    a_nan, e_nan = torch.isnan(a), torch.isnan(e)
+    new_nan = int((a_nan & ~e_nan).sum())
+    if new_nan:
+        first = _unravel(int((a_nan & ~e_nan).flatten().nonzero()[0]), a.shape)
+        return f"{where}: NaN at {new_nan} elements where the reference has none (first at index {first})"
+    a_inf = ~a_fin & ~a_nan
+    new_inf = a_inf & e_fin
+    if int(new_inf.sum()):
+        first = _unravel(int(new_inf.flatten().nonzero()[0]), a.shape)
+        return f"{where}: inf at {int(new_inf.sum())} elements where the reference is finite (first at index {first})"
+    differs = (~e_fin) & ~((a_nan & e_nan) | (a_inf & (a == e)))
+    if int(differs.sum()):
+        first = _unravel(int(differs.flatten().nonzero()[0]), a.shape)
+        return (
+            f"{where}: {int(differs.sum())} elements where the reference is NaN/inf and the candidate differs, "
+            f"first at index {first}: {_fmt(a[first])} vs {_fmt(e[first])}"
+        )
+    return ""
+
+
+def _unravel(flat: int, shape: torch.Size) -> tuple[int, ...]:
+    """Flat index to a multi-index tuple (``()`` for a 0-d tensor)."""
+    index = []
+    for size in reversed(tuple(shape)):
+        index.append(flat % size)
+        flat //= size
+    return tuple(reversed(index))
+
+
+def _fmt(value: Tensor) -> str:
+    """One element as a short number."""
+    item = value.item()
+    return f"{item:.6g}" if isinstance(item, float) else str(item)
+
+
+# --------------------------------------------------------------------------
+# Poisoning
+# --------------------------------------------------------------------------
+
+
+def poisoned_outputs(expected_like: Sequence[Tensor], variant: int = 0) -> list[Tensor]:
+    """Fresh output buffers shaped like ``expected_like``, full of garbage.
+
+    Each buffer has the shape, dtype, device and (for dense tensors) strides
+    of its model (``torch.empty_like``).  Floats are filled with NaN in both
+    variants.  Integers get ``iinfo.max`` (variant 0) or ``iinfo.min``
+    (variant 1); bools get True (0) or False (1): an element the candidate
+    never writes keeps the fill and fails in at least one of the two runs.
+    ``variant`` must be 0 or 1 (``ValueError`` otherwise).
+    """
+    if variant not in (0, 1):
+        raise ValueError(f"variant must be 0 or 1, got {variant}")
+    buffers = []
+    for like in expected_like:
+        buf = torch.empty_like(like)
+        buf.fill_(_poison_value(like.dtype, variant))
+        buffers.append(buf)
+    return buffers
+
+
+def _poison_value(dtype: torch.dtype, variant: int) -> float | int | bool:
+    """The fill for one dtype and variant (see :func:`poisoned_outputs`)."""
+    if dtype == torch.bool:
+        return variant == 0
+    if dtype.is_floating_point or dtype.is_complex:
+        return math.nan
+    info = torch.iinfo(dtype)
+    return info.max if variant == 0 else info.min
+
+
+def needs_two_runs(expected_like: Sequence[Tensor]) -> bool:
+    """True when some output cannot hold NaN, so poisoning needs two fills."""
+    return any(not (t.dtype.is_floating_point or t.dtype.is_complex) for t in expected_like)
+
+
+# --------------------------------------------------------------------------
+# verify()
+# --------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class VerifyReport:
+    """Outcome of :func:`verify`.
+
+    ``passed``: every input set, every poisoning variant and the allocating
+    call matched.  ``max_abs_error`` / ``norm_rel_error``: the worst over the
+    runs that were compared (``inf`` if a run could not be compared; see
+    :class:`Comparison`).  ``reason``: one line; on success a summary.
+    ``seeds``: the seeds of the input sets, in order, for the record.
+    ``runs``: how many candidate calls were checked.
+    """
+
+    passed: bool
+    max_abs_error: float
+    norm_rel_error: float
+    reason: str
+    seeds: list[int]
+    runs: int = 0
+
+    def to_dict(self) -> dict:
+        """Plain-data form for events: non-finite numbers become None."""
+        data = dataclasses.asdict(self)
+        for key in ("max_abs_error", "norm_rel_error"):
+            if not math.isfinite(data[key]):
+                data[key] = None
+        return data
+
+
+def verify(
+    run: Candidate,
+    ref: Reference,
+    input_sets: Sequence[Sequence[Tensor]],
+    dtype: torch.dtype | str | None,
+    seeds: Sequence[int],
+    *,
+    check_allocating_call: bool = True,
+) -> VerifyReport:
+    """Check candidate ``run`` against ``ref`` on every input set.
+
+    ``input_sets``: at least three lists of input tensors (``ValueError``
+    otherwise), each built from the seed at the same position in ``seeds``
+    (``len(seeds) == len(input_sets)``, ``ValueError`` otherwise).  ``dtype``:
+    the problem's compute dtype, see :func:`compare`.
+
+    For each set: the reference runs on clones of the inputs; the candidate
+    runs on fresh clones with poisoned preallocated outputs (twice, with two
+    fills, when an output is integer or bool) and must return exactly those
+    buffers.  With ``check_allocating_call`` the candidate is also called
+    once with ``out=None`` on the first set.  Stops at the first failure.
+
+    Raises ``RuntimeError`` if the reference raises or returns something that
+    is not a list of tensors; never raises for a bad candidate.
+    """
+    if len(input_sets) < MIN_INPUT_SETS:
+        raise ValueError(f"verify needs at least {MIN_INPUT_SETS} input sets, got {len(input_sets)}")
+    if len(seeds) != len(input_sets):
+        raise ValueError(f"got {len(seeds)} seeds for {len(input_sets)} input sets; record one seed per set")
+    seeds = [int(s) for s in seeds]
+    worst_abs, worst_norm, runs = 0.0, 0.0, 0
+    for set_index, inputs in enumerate(input_sets):
+        label = f"input set {set_index} (seed {seeds[set_index]})"
+        expected = _run_reference(ref, inputs, label)
+        for out_variant in _variants(expected, check_allocating_call and set_index == 0):
+            result = _check_one_call(run, inputs, expected, out_variant, dtype)
+            runs += 1
+            worst_abs = max(worst_abs, result.max_abs_error)
+            worst_norm = max(worst_norm, result.norm_rel_error)
+            if not result.passed:
+                how = "allocating call (out=None)" if out_variant is None else f"poison variant {out_variant}"
+                return VerifyReport(False, worst_abs, worst_norm, f"{label}, {how}: {result.reason}", seeds, runs)
+    summary = (
+        f"{len(input_sets)} input sets, {runs} candidate calls matched the reference "
+        f"(max abs error {worst_abs:.3g}, norm-relative {worst_norm:.3g})"
+    )
+    return VerifyReport(True, worst_abs, worst_norm, summary, seeds, runs)
+
+
+def _variants(expected: list[Tensor], with_allocating_call: bool) -> list[int | None]:
+    """Poison variants to run (None: call with ``out=None``)."""
+    variants: list[int | None] = [0, 1] if needs_two_runs(expected) else [0]
+    if with_allocating_call:
+        variants.append(None)
+    return variants
+
+
+def _clone_inputs(inputs: Sequence[Tensor]) -> list[Tensor]:
+    """Fresh copies (same strides) of every tensor input; others pass as is."""
+    return [x.clone() if isinstance(x, Tensor) else x for x in inputs]
+
+
+def _run_reference(ref: Reference, inputs: Sequence[Tensor], label: str) -> list[Tensor]:
+    """Reference outputs as a list of tensors; ``RuntimeError`` if it fails."""
+    try:
+        with torch.no_grad():
+            outputs = ref(_clone_inputs(inputs))
+    except Exception as exc:
+        raise RuntimeError(f"the reference failed on {label}: {type(exc).__name__}: {exc}") from exc
+    if isinstance(outputs, Tensor):
+        outputs = [outputs]
+    if not isinstance(outputs, (list, tuple)) or not all(isinstance(t, Tensor) for t in outputs):
+        raise RuntimeError(f"the reference returned {type(outputs).__name__} on {label}, expected a list of tensors")
+    return [t.detach() for t in outputs]
+
+
+def _check_one_call(run: Candidate, inputs: Sequence[Tensor], expected: list[Tensor], variant: int | None, dtype) -> Comparison:
+    """Call the candidate once (poisoned ``out`` or ``out=None``) and compare."""
+    out = None if variant is None else poisoned_outputs(expected, variant)
+    try:
+        with torch.no_grad():
+            returned = run(_clone_inputs(inputs), out)
+        _synchronize(expected)
+    except Exception as exc:  # a bad candidate is a result, not an error
+        return Comparison(False, math.inf, math.inf, f"candidate raised {_describe_exception(exc)}")
+    if isinstance(returned, Tensor):
+        returned = [returned]
+    if out is not None:
+        not_written_in_place = _returned_other_buffers(returned, out)
+        if not_written_in_place:
+            return Comparison(False, math.inf, math.inf, not_written_in_place)
+        returned = out
+    return compare(returned, expected, dtype)
+
+
+def _returned_other_buffers(returned: object, out: list[Tensor]) -> str:
+    """A reason when the candidate did not return the buffers it was given."""
+    if not isinstance(returned, (list, tuple)) or len(returned) != len(out):
+        count = len(returned) if isinstance(returned, (list, tuple)) else type(returned).__name__
+        return f"candidate returned {count} outputs, expected the {len(out)} preallocated buffers"
+    for index, (got, buf) in enumerate(zip(returned, out)):
+        same = isinstance(got, Tensor) and got.data_ptr() == buf.data_ptr() and got.shape == buf.shape
+        if not same:
+            return f"output {index}: candidate returned a new tensor instead of writing into the preallocated output"
+    return ""
+
+
+def _synchronize(tensors: Sequence[Tensor]) -> None:
+    """Wait for queued GPU work so asynchronous kernel errors surface here."""
+    if any(t.is_cuda for t in tensors):
+        torch.cuda.synchronize()
+
+
+def _describe_exception(exc: BaseException) -> str:
+    """``Name: first line of the message`` (at most 300 characters)."""
+    message = str(exc).strip().splitlines()
+    first = message[0] if message else ""
+    text = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+# --------------------------------------------------------------------------
+# Static check: does the source call back into PyTorch for the compute?
+# --------------------------------------------------------------------------
+
+# Heavy compute that a candidate must never hand to PyTorch, whatever the
+# region holds.  Names are compared after stripping leading/trailing "_".
+_ALWAYS_FORBIDDEN = frozenset({
+    "mm", "addmm", "bmm", "baddbmm", "addbmm", "matmul", "linear", "bilinear", "mv", "addmv",
+    "dot", "vdot", "einsum", "tensordot", "inner", "chain_matmul", "multi_dot",
+    "convolution", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
+    "conv_transpose3d", "cudnn_convolution", "conv_tbc",
+    "softmax", "log_softmax", "softmin",
+    "layer_norm", "native_layer_norm", "rms_norm", "group_norm", "native_group_norm",
+    "batch_norm", "native_batch_norm", "native_batch_norm_legit", "native_batch_norm_legit_no_training",
+    "instance_norm", "local_response_norm",
+    "scaled_dot_product_attention", "scaled_dot_product_flash_attention",
+    "scaled_dot_product_efficient_attention", "scaled_dot_product_cudnn_attention",
+    "flash_attention_forward", "efficient_attention_forward", "multi_head_attention_forward",
+})
+
+# Public PyTorch names of ATen ops whose spelling differs from the op's.
+_ATEN_ALIASES: dict[str, tuple[str, ...]] = {
+    "sub": ("subtract",), "mul": ("multiply",), "div": ("divide", "true_divide"),
+    "clamp": ("clip",), "hardtanh": ("relu6", "clamp", "clip"), "sigmoid": ("expit",),
+    "amax": ("max",), "amin": ("min",), "native_dropout": ("dropout",), "pow": ("square", "float_power"),
+    "logsumexp": ("logsumexp",), "var": ("var", "std", "var_mean", "std_mean"),
+    "where": ("where",), "abs": ("absolute",), "neg": ("negative",), "gelu": ("gelu",),
+    "silu": ("silu", "swish"), "mish": ("mish",), "erf": ("erf",), "rsqrt": ("rsqrt",),
+}
+
+# Layout, allocation and bookkeeping names that host code may always call,
+# even when the region's graph lists the op (views cost nothing).
+_HOST_ALLOWED = frozenset({
+    "view", "reshape", "permute", "expand", "expand_as", "unsqueeze", "squeeze", "alias", "slice",
+    "select", "split", "split_with_sizes", "getitem", "t", "transpose", "contiguous", "clone",
+    "unsafe_view", "as_strided", "detach", "flatten", "unflatten", "narrow", "view_as", "chunk",
+    "empty", "empty_like", "empty_strided", "zeros", "zeros_like", "ones", "ones_like", "full",
+    "full_like", "stride", "size", "numel", "dim", "is_contiguous", "data_ptr", "element_size",
+    "to", "cuda", "cpu", "device", "dtype", "item", "tolist", "lift_fresh_copy", "copy",
+})
+
+# Method names too common on non-tensors (sets, dicts, lists) to flag.
+_AMBIGUOUS_METHODS = frozenset({"add", "copy", "update", "get", "pop", "index", "count"})
+
+# Names that defeat any static check; their presence alone is a failure.
+_EVASIVE_CALLS = frozenset({"eval", "exec", "__import__"})
+_FORBIDDEN_PREFIXES = ("torch.compile", "torch._inductor", "torch._dynamo", "torch.jit", "torch._C", "torch.export")
+# torch.nn constructors that are plain containers, not compute.
+_NN_CONTAINERS = frozenset({"Module", "Parameter", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict", "Buffer"})
+
+
+def op_base_name(op: str) -> str:
+    """``"aten.native_layer_norm.default"`` -> ``"native_layer_norm"``.
+
+    Accepts ``torch.ops.aten.X.overload``, ``aten.X.overload``, ``aten.X``,
+    ``X.overload`` and ``X``; strips leading and trailing underscores
+    (``_softmax`` -> ``softmax``, in-place ``add_`` -> ``add``).
+    """
+    parts = [p for p in str(op).split(".") if p]
+    if parts[:2] == ["torch", "ops"]:
+        parts = parts[2:]
+    if parts and parts[0] in ("aten", "prims", "quantized", "_ops"):
+        parts = parts[1:]
+    name = parts[0] if parts else str(op)
+    return name.strip("_")
+
+
+def forbidden_names(region_ops: Sequence[str]) -> frozenset[str]:
+    """Public names a candidate must not call for a region with ``region_ops``:
+    the always-forbidden heavy ops plus each region op's name and aliases,
+    minus layout/allocation names (:data:`_HOST_ALLOWED`)."""
+    names = set(_ALWAYS_FORBIDDEN)
+    for op in region_ops:
+        base = op_base_name(op)
+        names.add(base)
+        names.update(_ATEN_ALIASES.get(base, ()))
+    return frozenset(n for n in names if n not in _HOST_ALLOWED)
+
+
+def calls_back_into_reference(source: str, region_ops: Sequence[str]) -> str | None:
+    """Static check that ``source`` computes the region in Triton.
+
+    Returns a one-line reason when the source does not parse, defines no
+    ``@triton.jit`` function, never launches one (``kernel[grid](...)``),
+    or, outside its ``@triton.jit`` functions, calls PyTorch's own version of
+    a region op (``torch.softmax``, ``F.layer_norm``,
+    ``torch.ops.aten.<op>``, ``x.softmax(...)``), any heavy op
+    (``torch.matmul``, ``@``, convolutions, attention, norms), an ``nn``
+    compute module, ``torch.compile`` and friends, or ``eval``/``exec``.
+    Returns None when none of these is found.  ``region_ops``: ATen op names
+    such as ``"aten._softmax.default"``.
+    """
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        return f"source does not parse: {exc.msg} (line {exc.lineno})"
+    checker = _CallbackChecker(forbidden_names(region_ops))
+    checker.visit(tree)
+    if not checker.jit_functions:
+        return "no @triton.jit kernel is defined"
+    if checker.problem:
+        return checker.problem
+    if not checker.launched:
+        names = ", ".join(sorted(checker.jit_functions))
+        return f"no @triton.jit kernel is launched (expected {names}[grid](...))"
+    return None
+
+
+class _CallbackChecker(ast.NodeVisitor):
+    """Walks a module: records jit functions, launches and the first
+    forbidden call (outside jit bodies) in ``problem``."""
+
+    def __init__(self, forbidden: frozenset[str]):
+        self.forbidden = forbidden
+        self.aliases: dict[str, str] = {}  # local name -> dotted module path
+        self.jit_functions: set[str] = set()
+        self.launches: set[str] = set()
+        self.problem: str | None = None
+
+    @property
+    def launched(self) -> bool:
+        return bool(self.launches & self.jit_functions)
+
+    # imports --------------------------------------------------------------
+    def visit_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            local = alias.asname or alias.name.split(".")[0]
+            self.aliases[local] = alias.name if alias.asname else local
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        for alias in node.names:
+            self.aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}" if node.module else alias.name
+        if node.module and node.module.split(".")[0] == "importlib":
+            self._flag(node, "imports importlib")
+
+    # definitions ------------------------------------------------------------
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
+        if any(self._is_triton_jit(d) for d in node.decorator_list):
+            self.jit_functions.add(node.name)
+            return  # device code: tl.* calls, not PyTorch
+        self.generic_visit(node)
+
+    visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
+
+    def _is_triton_jit(self, decorator: ast.expr) -> bool:
+        target = decorator.func if isinstance(decorator, ast.Call) else decorator
+        return self._qualified(target) in ("triton.jit", "triton.runtime.jit.jit", "triton.runtime.jit")
+
+    # calls ------------------------------------------------------------------
+    def visit_BinOp(self, node: ast.BinOp) -> None:
+        if isinstance(node.op, ast.MatMult):
+            self._flag(node, "uses the @ operator (a PyTorch matmul) instead of a Triton kernel")
+        self.generic_visit(node)
+
+    def visit_Call(self, node: ast.Call) -> None:
+        func = node.func
+        if isinstance(func, ast.Subscript):  # kernel[grid](...) or self.kernel[grid](...)
+            kernel = func.value
+            if isinstance(kernel, ast.Attribute):
+                self.launches.add(kernel.attr)
+            elif isinstance(kernel, ast.Name):
+                self.launches.add(kernel.id)
+        else:
+            self._check_call(node, func)
+        self.generic_visit(node)
+
+    def _check_call(self, node: ast.Call, func: ast.expr) -> None:
+        name = self._qualified(func)
+        if name is None and isinstance(func, ast.Attribute):  # method on a value: x.softmax(...)
+            attr = func.attr.strip("_")
+            if attr in self.forbidden and attr not in _AMBIGUOUS_METHODS:
+                self._flag(node, f"calls the PyTorch method .{func.attr}() for a region op instead of a Triton kernel")
+            return
+        if name is None:
+            return
+        self._check_qualified(node, name)
+
+    def _check_qualified(self, node: ast.Call, name: str) -> None:
+        parts = name.split(".")
+        if name in _EVASIVE_CALLS or (parts[0] == "builtins" and parts[-1] in _EVASIVE_CALLS):
+            self._flag(node, f"calls {parts[-1]}(), which hides what the code runs")
+        elif parts[0] == "getattr" and node.args and self._qualified(node.args[0]) in ("torch", "torch.nn.functional"):
+            self._flag(node, "looks up a PyTorch function with getattr()")
+        elif parts[0] != "torch":
+            return
+        elif name.startswith(_FORBIDDEN_PREFIXES):
+            self._flag(node, f"calls {name}, which compiles or runs PyTorch's own kernels")
+        elif parts[:2] == ["torch", "ops"]:
+            op = op_base_name(".".join(parts[3:4]) or name)
+            if op in self.forbidden:
+                self._flag(node, f"calls {name} (a region op) instead of a Triton kernel")
+        elif parts[:2] == ["torch", "nn"] and parts[-1][:1].isupper() and parts[-1] not in _NN_CONTAINERS:
+            self._flag(node, f"builds the PyTorch module {name} instead of a Triton kernel")
+        elif parts[-1].strip("_") in self.forbidden:
+            self._flag(node, f"calls {name} (a region op) instead of a Triton kernel")
+
+    def _qualified(self, node: ast.expr) -> str | None:
+        """Dotted name with import aliases resolved (``F.softmax`` ->
+        ``torch.nn.functional.softmax``); None if not rooted at a name
+        that was imported or is a builtin."""
+        parts: list[str] = []
+        while isinstance(node, ast.Attribute):
+            parts.append(node.attr)
+            node = node.value
+        if not isinstance(node, ast.Name):
+            return None
+        root = self.aliases.get(node.id)
+        if root is None:
+            if parts:
+                return None  # attribute of a local value
+            root = node.id
+        return ".".join([root, *reversed(parts)])
+
+    def _flag(self, node: ast.AST, message: str) -> None:
+        if self.problem is None:
+            self.problem = f"line {getattr(node, 'lineno', '?')}: {message}"
+
+
+# --------------------------------------------------------------------------
+# python -m lego_core.verify
+# --------------------------------------------------------------------------
+
+
+def _demo() -> None:
+    """Verify a correct and a broken candidate of ``relu(x) + 1``."""
+
+    def ref(inputs: list[Tensor]) -> list[Tensor]:
+        return [torch.relu(inputs[0]) + 1]
+
+    def good(inputs: list[Tensor], out: list[Tensor] | None) -> list[Tensor]:
+        out = out or [torch.empty_like(inputs[0])]
+        out[0].copy_(inputs[0].clamp_min(0) + 1)
+        return out
+
+    def bad(inputs: list[Tensor], out: list[Tensor] | None) -> list[Tensor]:
+        out = out or [torch.empty_like(inputs[0])]
+        out[0][1:].copy_(inputs[0][1:].clamp_min(0) + 1)  # forgets row 0
+        return out
+
+    seeds = [101, 202, 303]
+    sets = [[torch.randn(4, 8, generator=torch.Generator().manual_seed(s))] for s in seeds]
+    for name, candidate in (("good", good), ("bad", bad)):
+        print(name, verify(candidate, ref, sets, "fp32", seeds))
+
+
+if __name__ == "__main__":
+    _demo()
