@@ -33,7 +33,7 @@ browser:
 run: $(STAMP)
 	$(PY) manage.py migrate --noinput -v 0
 	$(PY) manage.py ensure_dev_user --url http://$(HOST):$(PORT)/
-	@$(INTERPRET) $(PY) -m celery -A webapp.config worker --loglevel INFO & worker=$$!; \
+	@$(INTERPRET) $(PY) -m celery -A webapp.config --quiet worker --loglevel INFO & worker=$$!; \
 	trap 'kill $$worker 2>/dev/null; wait $$worker' EXIT; \
 	$(PY) manage.py runserver --noreload $(HOST):$(PORT)
 

@@ -16,10 +16,14 @@ def run_status(run: Run) -> dict[str, Any]:
         "active": run.is_active,
         "elapsed_s": round(run.elapsed_s, 1),
         "last_seq": last.seq if last else 0,
-        "activity": describe_event(last.data) if last else "waiting for a worker",
+        "activity": describe_event(last.data) if last else _idle_activity(run),
         "error_message": run.error_message,
         "error_line": run.error_line,
     }
+
+
+def _idle_activity(run: Run) -> str:
+    return "waiting for a worker" if run.state == Run.State.QUEUED else "starting"
 
 
 def event_json(event: RunEvent) -> dict[str, Any]:
