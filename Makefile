@@ -42,10 +42,12 @@ test: $(STAMP) browser
 	@TRITON_INTERPRET=1 $(PY) -m pytest $(PYTEST_ARGS); status=$$?; \
 	if [ $$status -eq 5 ]; then echo "pytest collected no tests"; exit 0; fi; exit $$status
 
+# Optimize one reference model from the command line into out/demo.
 demo: $(STAMP)
-	$(INTERPRET) $(PY) -m lego_core $(DEMO_MODEL) $(addprefix --set ,$(DEMO_SET)) --out out/demo
+	$(INTERPRET) $(PY) -m lego_core optimize $(DEMO_MODEL) $(addprefix --set ,$(DEMO_SET)) --out out/demo
 
 bench: $(STAMP)
+	@test -f bench/__main__.py || { echo "bench/ holds no benchmarks yet"; exit 1; }
 	$(INTERPRET) $(PY) -m bench
 
 clean:

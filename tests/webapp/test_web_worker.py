@@ -18,6 +18,8 @@ from webapp.runs.models import Run
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 MODEL = "scores_chain.py"
+# kills the optimizer's child process the moment lego_core imports it
+CRASHING_MODEL = b"import os\nimport signal\n\nos.kill(os.getpid(), signal.SIGKILL)\n"
 
 
 @pytest.fixture
@@ -58,7 +60,7 @@ def wait_until_done(wait_for, client, run: Run, log, timeout_s: float) -> dict:
     return wait_for(lambda: (s := client.get(url).json())["active"] is False and s, timeout_s, f"run {run.id}", log)
 
 
-def test_broken_upload_fails_readably_then_the_same_worker_finishes_a_good_run(
+def test_broken_and_crashing_uploads_fail_readably_then_the_same_worker_finishes_a_good_run(
     client, user, worker, wait_for, broken_model, shared_models, tiny_overrides, check_download
 ):
     proc, log = worker
@@ -71,6 +73,11 @@ def test_broken_upload_fails_readably_then_the_same_worker_finishes_a_good_run(
     assert "broken.py, line 6" in page
     assert "def forward(self, x) return x" in page
     assert status["error_line"] == 6 and "broken.py" in status["error_message"]
+
+    crashing = upload(client, "crash.py", CRASHING_MODEL, {})
+    status = wait_until_done(wait_for, client, crashing, log, 120)
+    assert status["state"] == "failed" and "SIGKILL" in status["error_message"], status
+    assert proc.poll() is None  # the worker survived its child
 
     overrides = tiny_overrides(MODEL)
     good = upload(client, MODEL, (shared_models / MODEL).read_bytes(), overrides)
