@@ -55,15 +55,16 @@ class LeafSolver:
 
     def solve(self, leaf: OrNode, input_sets: list[list]) -> None:
         sub = leaf.sub
+        contested = self.config.use_triton and sub.kind in FUSABLE_KINDS
+        earlier = self.solved.get(sub.signature) if contested else None
+        if earlier is not None:
+            self._reuse(leaf, earlier)
+            return
         library = Candidate(f"{leaf.id}-library", leaf.id, "library", "library")
         self._time_library(leaf, library, input_sets)
         leaf.candidates.append(library)
         leaf.chosen = library
-        if not self.config.use_triton or sub.kind not in FUSABLE_KINDS:
-            return
-        earlier = self.solved.get(sub.signature)
-        if earlier is not None:
-            self._reuse(leaf, earlier)
+        if not contested:
             return
         self.solved[sub.signature] = leaf
         candidate = self._propose(leaf)
@@ -144,7 +145,7 @@ class LeafSolver:
         """Take over the solution of an equal-signature leaf solved before."""
         self.reused += 1
         leaf.reused_from = earlier.id
-        for cand in earlier.candidates[1:]:
+        for cand in earlier.candidates:
             copy = dataclasses.replace(cand, id=f"{leaf.id}-{cand.agent}", node_id=leaf.id)
             leaf.candidates.append(copy)
             if earlier.chosen is cand:

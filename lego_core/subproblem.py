@@ -46,6 +46,7 @@ class SubProblem:
         self.input_specs: list[ValueInfo | None] = [value_info(n) for n in self.inputs]
         self.output_specs: list[ValueInfo | None] = [value_info(n) for n in self.outputs]
         self._reference: fx.GraphModule | None = None
+        self._signature: str | None = None
 
     @property
     def ops(self) -> list[str]:
@@ -69,6 +70,11 @@ class SubProblem:
     def signature(self) -> str:
         """Canonical structural signature: ops, argument structure, constants,
         shapes, dtypes and strides; not node names or parameter identity."""
+        if self._signature is None:
+            self._signature = self._compute_signature()
+        return self._signature
+
+    def _compute_signature(self) -> str:
         local = {n.name: f"i{k}" for k, n in enumerate(self.inputs)}
         local.update({n.name: f"n{k}" for k, n in enumerate(self.nodes)})
 
