@@ -5,6 +5,8 @@ Usage:
     python bench/e2e_models.py --device cpu --tiny                      # tiny sizes, CPU
     python bench/e2e_models.py --models gpt_stack mlp_residual ...
 
+Models come from ../shared/models, or from $LEGO_MODELS_DIR.
+
 Each model runs through ``lego_core.optimize`` (its own child process), so a
 crash in one does not stop the others.  On a GPU the eager, torch.compile and
 optimized times are measured in the same child process (CUDA events, L2
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -24,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 from lego_core import OptimizeConfig, ProblemSpec, optimize  # noqa: E402
 
-MODELS_DIR = ROOT.parent / "shared" / "models"
+MODELS_DIR = Path(os.environ.get("LEGO_MODELS_DIR", ROOT.parent / "shared" / "models"))
 
 
 def _fmt(x, spec: str = ".3f") -> str:
