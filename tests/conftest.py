@@ -21,3 +21,15 @@ def tiny_overrides(shared_models):
     """``tiny_overrides("mlp_residual.py")`` -> its CPU-sized constant overrides."""
     table = json.loads((shared_models / "tiny.json").read_text())
     return lambda name: dict(table[name])
+
+
+def pytest_collection_modifyitems(config, items):
+    """Skip tests marked ``gpu`` on a machine without CUDA."""
+    gpu_tests = [item for item in items if "gpu" in item.keywords]
+    if not gpu_tests:
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        for item in gpu_tests:
+            item.add_marker(pytest.mark.skip(reason="needs a CUDA GPU"))

@@ -124,7 +124,7 @@ BROKER_DIR = VAR_DIR / "broker"
 if REDIS_URL:
     CELERY_BROKER_URL = REDIS_URL
 else:
-    CELERY_BROKER_URL = "filesystem://"
+    CELERY_BROKER_URL = "filesystem://localhost//"
     # data_folder_in and data_folder_out must be the same folder, or the
     # worker never sees the tasks the web process writes (celery issue 3564)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
