@@ -46,9 +46,10 @@ test: $(STAMP) browser
 demo: $(STAMP)
 	$(INTERPRET) $(PY) -m lego_core optimize $(DEMO_MODEL) $(addprefix --set ,$(DEMO_SET)) --out out/demo
 
+# Every reference model end to end: measured on a GPU, tiny sizes and the
+# cost model's estimates without one.  BENCH_ARGS passes more options.
 bench: $(STAMP)
-	@test -f bench/__main__.py || { echo "bench/ holds no benchmarks yet"; exit 1; }
-	$(INTERPRET) $(PY) -m bench
+	$(INTERPRET) $(PY) bench/e2e_models.py $(if $(HAS_GPU),--device cuda,--device cpu --tiny) $(BENCH_ARGS)
 
 clean:
 	rm -rf var out .pytest_cache
