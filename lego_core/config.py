@@ -19,7 +19,9 @@ class OptimizeConfig:
     without one; ``estimate`` always uses the cost model.  ``target_gpu``: the
     GPU the cost model describes.  ``timeout_s``: wall-clock limit of the whole
     run in seconds (None: no limit).  ``compare_compile``: on a GPU, also time
-    torch.compile of the original model for the report.
+    torch.compile of the original model for the report.  ``force_triton``:
+    choose every verified Triton candidate whatever its cost (tests use it to
+    exercise every generated kernel in the composed model).
     """
 
     verify_seeds: tuple = (101, 202, 303)
@@ -29,7 +31,8 @@ class OptimizeConfig:
     target_gpu: str = "H200"
     timeout_s: float | None = None
     compare_compile: bool = True
+    force_triton: bool = False
 
     def key(self) -> dict:
         """The settings that change generated code or its acceptance."""
-        return {"verify_seeds": list(self.verify_seeds), "use_triton": self.use_triton}
+        return {"verify_seeds": list(self.verify_seeds), "use_triton": self.use_triton, "force_triton": self.force_triton}

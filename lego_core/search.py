@@ -75,7 +75,7 @@ class LeafSolver:
         if not candidate.usable:
             return
         self._time_triton(leaf, candidate, module, input_sets)
-        if candidate.time_ms < library.time_ms:
+        if candidate.time_ms < library.time_ms or self.config.force_triton:
             leaf.chosen = candidate
             self.modules[candidate.kernel_name] = module
 

@@ -334,9 +334,9 @@ def _fmt(value: Tensor) -> str:
 def poisoned_outputs(expected_like: Sequence[Tensor], variant: int = 0) -> list[Tensor]:
     """Fresh output buffers shaped like ``expected_like``, full of garbage.
 
-    Each buffer has the shape, dtype and device of its model and is
-    contiguous: a candidate writes its outputs in contiguous layout, whatever
-    strides eager happened to produce.  Floats are filled with NaN in both
+    Each buffer has the shape, dtype, device and (for dense tensors) strides
+    of its model (``torch.empty_like``): a candidate writes its outputs in the
+    layout the reference produces, which later ops (views) rely on.  Floats are filled with NaN in both
     variants.  Integers get ``iinfo.max`` (variant 0) or ``iinfo.min``
     (variant 1); bools get True (0) or False (1): an element the candidate
     never writes keeps the fill and fails in at least one of the two runs.
@@ -346,7 +346,7 @@ def poisoned_outputs(expected_like: Sequence[Tensor], variant: int = 0) -> list[
         raise ValueError(f"variant must be 0 or 1, got {variant}")
     buffers = []
     for like in expected_like:
-        buf = torch.empty(like.shape, dtype=like.dtype, device=like.device)
+        buf = torch.empty_like(like)
         buf.fill_(_poison_value(like.dtype, variant))
         buffers.append(buf)
     return buffers

@@ -176,7 +176,7 @@ def test_poisoned_outputs_fill_by_dtype_and_variant():
     assert torch.isnan(v0[0]).all() and torch.isnan(v1[0]).all()
     assert (v0[1] == torch.iinfo(torch.int32).max).all() and (v1[1] == torch.iinfo(torch.int32).min).all()
     assert v0[2].all() and not v1[2].any()
-    assert v0[3].shape == like[3].shape and v0[3].is_contiguous()  # candidates write contiguous outputs
+    assert v0[3].stride() == like[3].stride()  # keeps the reference's layout
     assert v0[0].data_ptr() != like[0].data_ptr()
     with pytest.raises(ValueError):
         poisoned_outputs(like, 2)

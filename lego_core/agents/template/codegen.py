@@ -49,7 +49,7 @@ POINTWISE_BLOCK = 1024
 
 @dataclasses.dataclass
 class _Operand:
-    name: str  # in0, in1, ...
+    name: str  # in0, in1, ... for inputs, out0, ... for outputs
     node: fx.Node
     spec: ValueInfo
     access: str  # flat | row | col | rowscalar | strided | rowstrided
@@ -78,9 +78,12 @@ def generate(sp: SubProblem) -> str:
     if group.kind == "pointwise" and any(s.shape != group.shape for s in sp.output_specs):
         raise Unsupported("an output is smaller than the iteration shape")
     is_row = group.kind == "row_reduction"
-    operands = [_operand(k, n, spec, group, is_row) for k, (n, spec) in enumerate(zip(sp.inputs, sp.input_specs))]
-    body = _row_body(sp, operands) if is_row else _pointwise_body(sp, operands)
-    return _render(sp, operands, body, is_row)
+    operands = [_operand(f"in{k}", n, spec, group, is_row) for k, (n, spec) in enumerate(zip(sp.inputs, sp.input_specs))]
+    results = [_operand(f"out{k}", n, spec, group, is_row) for k, (n, spec) in enumerate(zip(sp.outputs, sp.output_specs))]
+    if is_row and any(r.role.kind == "vec" and r.spec.shape != group.shape for r in results):
+        raise Unsupported("a row-shaped output is smaller than the iteration shape")
+    body = _row_body(sp, operands, results) if is_row else _pointwise_body(sp, operands, results)
+    return _render(sp, operands, results, body, is_row)
 
 
 def _is_contiguous(spec: ValueInfo) -> bool:
@@ -91,7 +94,8 @@ def _is_contiguous(spec: ValueInfo) -> bool:
     return all(st == ex or sz == 1 for st, ex, sz in zip(spec.stride, reversed(expected), spec.shape))
 
 
-def _operand(k: int, node: fx.Node, spec: ValueInfo, group, is_row: bool) -> _Operand:
+def _operand(name: str, node: fx.Node, spec: ValueInfo, group, is_row: bool) -> _Operand:
+    """How the kernel addresses one input or output (``name`` in0.. / out0..)."""
     shape = group.shape
     rows = shape[:-1]
     role = group.roles.get(node.name) or _external_role(spec, shape, is_row)
@@ -108,7 +112,7 @@ def _operand(k: int, node: fx.Node, spec: ValueInfo, group, is_row: bool) -> _Op
         access = "rowscalar"
     else:
         access = "strided"
-    return _Operand(f"in{k}", node, spec, access, role)
+    return _Operand(name, node, spec, access, role)
 
 
 def _external_role(spec: ValueInfo, shape: tuple, is_row: bool) -> Role:
@@ -187,76 +191,81 @@ def _emit_nodes(sp: SubProblem, env: dict[str, str], is_row: bool) -> list[str]:
     return lines
 
 
-def _pointwise_body(sp: SubProblem, operands: list[_Operand]) -> list[str]:
+def _pointwise_address(o: _Operand, ndim: int) -> str:
+    if o.access == "flat":
+        return f"{o.name}_ptr + offs"
+    terms = " + ".join(f"idx_{d} * {o.name}_stride_{d}" for d in range(ndim)) or "0"
+    return f"{o.name}_ptr + {terms}"
+
+
+def _pointwise_body(sp: SubProblem, operands: list[_Operand], results: list[_Operand]) -> list[str]:
     ndim = len(sp.group.shape)
     lines = [
         "pid = tl.program_id(0)",
         "offs = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)",
         "mask = offs < n_elements",
     ]
-    if any(o.access == "strided" for o in operands):
+    if any(o.access == "strided" for o in operands + results):
         lines.append("# index of each element in the iteration space")
         lines += _index_lines("idx_", "offs", ndim)
     lines.append("# load")
     env: dict[str, str] = {}
     for o in operands:
-        if o.access == "flat":
-            addr = f"{o.name}_ptr + offs"
-        else:
-            terms = " + ".join(f"idx_{d} * {o.name}_stride_{d}" for d in range(ndim)) or "0"
-            addr = f"{o.name}_ptr + {terms}"
-        lines.append(f"x_{o.name} = {_load(addr, o.spec, vector=True)}")
+        lines.append(f"x_{o.name} = {_load(_pointwise_address(o, ndim), o.spec, vector=True)}")
         env[o.node.name] = f"x_{o.name}"
     lines.append("# compute")
     lines += _emit_nodes(sp, env, is_row=False)
     lines.append("# store")
-    for k, node in enumerate(sp.outputs):
-        lines.append(f"tl.store(out{k}_ptr + offs, {env[node.name]}, mask=mask)")
+    for r in results:
+        lines.append(f"tl.store({_pointwise_address(r, ndim)}, {env[r.node.name]}, mask=mask)")
     return lines
 
 
-def _row_body(sp: SubProblem, operands: list[_Operand]) -> list[str]:
+def _row_body(sp: SubProblem, operands: list[_Operand], results: list[_Operand]) -> list[str]:
     lead = len(sp.group.shape) - 1
     lines = [
         "row = tl.program_id(0)",
         "offs_n = tl.arange(0, BLOCK_N)",
         "mask = offs_n < n_cols",
     ]
-    if any(o.access in ("strided", "rowstrided") for o in operands):
+    if any(o.access in ("strided", "rowstrided") for o in operands + results):
         lines.append("# index of this row in the leading dimensions")
         lines += _index_lines("idx_", "row", lead)
     lines.append("# load")
     env: dict[str, str] = {}
     for o in operands:
-        vector = o.role.kind == "vec"
-        lead_terms = " + ".join(f"idx_{d} * {o.name}_stride_{d}" for d in range(lead)) or "0"
-        addr = {
-            "row": f"{o.name}_ptr + row * n_cols + offs_n",
-            "col": f"{o.name}_ptr + offs_n",
-            "rowscalar": f"{o.name}_ptr + row",
-            "rowstrided": f"{o.name}_ptr + {lead_terms}",
-            "strided": f"{o.name}_ptr + {lead_terms}" + (f" + offs_n * {o.name}_stride_{lead}" if vector else ""),
-        }[o.access]
-        lines.append(f"x_{o.name} = {_load(addr, o.spec, vector)}")
+        lines.append(f"x_{o.name} = {_load(_row_address(o, lead), o.spec, o.role.kind == 'vec')}")
         env[o.node.name] = f"x_{o.name}"
     lines.append("# compute")
     lines += _emit_nodes(sp, env, is_row=True)
     lines.append("# store")
-    for k, node in enumerate(sp.outputs):
-        role = sp.group.roles.get(node.name, Role("vec"))
-        if role.kind == "vec":
-            lines.append(f"tl.store(out{k}_ptr + row * n_cols + offs_n, {env[node.name]}, mask=mask)")
+    for r in results:
+        value = env[r.node.name]
+        if r.role.kind == "vec":
+            lines.append(f"tl.store({_row_address(r, lead)}, {value}, mask=mask)")
         else:
-            lines.append(f"tl.store(out{k}_ptr + row, {env[node.name]})")
+            lines.append(f"tl.store({_row_address(r, lead)}, {value})")
     return lines
 
 
-def _render(sp: SubProblem, operands: list[_Operand], body: list[str], is_row: bool) -> str:
+def _row_address(o: _Operand, lead: int) -> str:
+    lead_terms = " + ".join(f"idx_{d} * {o.name}_stride_{d}" for d in range(lead)) or "0"
+    vector = o.role.kind == "vec"
+    return {
+        "row": f"{o.name}_ptr + row * n_cols + offs_n",
+        "col": f"{o.name}_ptr + offs_n",
+        "rowscalar": f"{o.name}_ptr + row",
+        "rowstrided": f"{o.name}_ptr + {lead_terms}",
+        "strided": f"{o.name}_ptr + {lead_terms}" + (f" + offs_n * {o.name}_stride_{lead}" if vector else ""),
+    }[o.access]
+
+
+def _render(sp: SubProblem, operands: list[_Operand], results: list[_Operand], body: list[str], is_row: bool) -> str:
     shape = tuple(sp.group.shape)
     ndim = len(shape)
     name = kernel_name(sp) + "_kernel"
-    pointers = [f"{o.name}_ptr" for o in operands] + [f"out{k}_ptr" for k in range(len(sp.outputs))]
-    strided = [o for o in operands if o.access in ("strided", "rowstrided")]
+    pointers = [f"{o.name}_ptr" for o in operands + results]
+    strided = [o for o in operands + results if o.access in ("strided", "rowstrided")]
     if is_row:
         lead = ndim - 1
         sizes = ["n_cols"] + ([f"size_{d}" for d in range(1, lead)] if strided else [])
@@ -267,10 +276,10 @@ def _render(sp: SubProblem, operands: list[_Operand], body: list[str], is_row: b
     else:
         sizes = ["n_elements"] + ([f"size_{d}" for d in range(1, ndim)] if strided else [])
         stride_rows = [[f"{o.name}_stride_{d}" for d in range(ndim)] for o in strided]
-    prepare, call = _launch_lines(operands, strided, sp, shape, is_row)
+    prepare, call = _launch_lines(operands, results, strided, shape, is_row)
     block_value = f"triton.next_power_of_2({shape[-1]})" if is_row else str(POINTWISE_BLOCK)
     num_warps = _row_warps(shape[-1]) if is_row else 4
-    outputs_decl = "(" + "".join(f"({tuple(s.shape)}, {s.dtype}), " for s in sp.output_specs) + ")"
+    outputs_decl = "(" + "".join(f"({tuple(s.shape)}, {tuple(s.stride)}, {s.dtype}), " for s in sp.output_specs) + ")"
     return _TEMPLATES.get_template("kernel_file.py.j2").render(
         title=f"Triton kernel for sub-problem {sp.id}: {sp.label}",
         template="row reduction" if is_row else "pointwise",
@@ -292,6 +301,7 @@ def _render(sp: SubProblem, operands: list[_Operand], body: list[str], is_row: b
         outputs_decl=outputs_decl,
         launch_args=[o.name for o in operands],
         device_arg=operands[0].name if operands else "out[0]",
+        flat_outputs=[k for k, r in enumerate(results) if r.access in ("flat", "row", "rowscalar")],
         prepare=prepare,
         call_args=call,
     )
@@ -305,16 +315,17 @@ def _row_warps(n: int) -> int:
     return 8 if n <= 8192 else 16
 
 
-def _launch_lines(operands, strided, sp, shape, is_row) -> tuple[list[str], list[str]]:
+def _launch_lines(operands, results, strided, shape, is_row) -> tuple[list[str], list[str]]:
     prepare: list[str] = []
     for o in operands:
         if o.access in ("flat", "row", "col", "rowscalar"):
             prepare.append(f"{o.name} = {o.name}.contiguous()  # read with flat offsets")
+    tensor = {o.name: o.name for o in operands} | {r.name: f"out[{r.name[3:]}]" for r in results}
     for o in strided:
         fn = "_row_strides" if o.access == "rowstrided" or o.role.form == "rows" else "_strides"
-        prepare.append(f"{o.name}_strides = {fn}({o.name}, ITERATION_SHAPE)")
+        prepare.append(f"{o.name}_strides = {fn}({tensor[o.name]}, ITERATION_SHAPE)")
     ndim = len(shape)
-    call = [o.name for o in operands] + [f"out[{k}]" for k in range(len(sp.outputs))]
+    call = [tensor[o.name] for o in operands + results]
     if is_row:
         n_rows = _prod(shape[:-1])
         prepare.append(f"grid = ({n_rows},)  # one program per row")
