@@ -18,9 +18,10 @@ DEMO_SET ?= batch_size=8 d_model=48 d_hidden=96
 install: $(STAMP)
 
 # The venv, rebuilt only when requirements.txt changes.
-$(STAMP): requirements.txt
+$(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
 	touch $@
 
 # Debian's Chromium for the browser tests (root; only when missing).

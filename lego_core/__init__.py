@@ -6,7 +6,7 @@ Public API: ``optimize``, ``ProblemSpec``, ``ProblemError``,
 """
 from lego_core.api import OptimizeError, optimize
 from lego_core.config import OptimizeConfig
-from lego_core.problem import ProblemError, ProblemSpec, parse_overrides
+from lego_core.spec import ProblemError, ProblemSpec, parse_overrides
 from lego_core.sandbox import ChildCrashed
 
 __all__ = [

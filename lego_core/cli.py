@@ -20,7 +20,7 @@ from lego_core.api import optimize
 from lego_core.config import OptimizeConfig
 from lego_core.errors import OptimizeError
 from lego_core.events import Event
-from lego_core.problem import DEVICES, DTYPES, ProblemError, ProblemSpec, parse_overrides
+from lego_core.spec import DEVICES, DTYPE_NAMES, ProblemError, ProblemSpec, parse_overrides
 from lego_core.sandbox import ChildCrashed
 
 
@@ -30,7 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     opt = sub.add_parser("optimize", help="optimize a KernelBench-style model file")
     opt.add_argument("model", help="Python file with Model, get_inputs() and get_init_inputs()")
     opt.add_argument("--set", dest="overrides", action="append", default=[], metavar="NAME=VALUE", help="override a module-level constant (repeatable)")
-    opt.add_argument("--dtype", choices=sorted(DTYPES), default="fp32")
+    opt.add_argument("--dtype", choices=DTYPE_NAMES, default="fp32")
     opt.add_argument("--device", choices=DEVICES, default="cpu")
     opt.add_argument("--out", default=None, help="output folder (default: ./lego_out/<model name>)")
     opt.add_argument("--no-triton", action="store_true", help="library calls only (a baseline)")

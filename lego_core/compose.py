@@ -37,12 +37,13 @@ specialised to the input shapes it was optimized for ({shapes}) and to
 device {device!r} and dtype {dtype}; other shapes raise ValueError.
 """
 import importlib.util
+import os
 import sys
 from pathlib import Path
 
 import torch
 from torch import device
-
+{interpret}
 inf = float("inf")
 nan = float("nan")
 _HERE = Path(__file__).resolve().parent
@@ -120,6 +121,9 @@ def model_source(graph: Graph, tree: FusionTree, problem, run_id: str, kernel_fi
             shapes=", ".join(str(list(s)) for s in shapes),
             ref_module=f"lego_reference_{run_id}",
             overrides=overrides,
+            interpret='\nos.environ.setdefault("TRITON_INTERPRET", "1")  # optimized for the CPU: Triton\'s interpreter runs the kernels\n'
+            if spec.device == "cpu"
+            else "",
         )
     ]
     for path in kernel_files:

@@ -7,6 +7,7 @@ calls them in order and reports progress through ``emit``.
 from __future__ import annotations
 
 import json
+import os
 import platform
 import shutil
 import tempfile
@@ -32,6 +33,8 @@ from lego_core.tree import AndNode, FusionTree
 def run_pipeline(spec: ProblemSpec, out_dir: str, config: OptimizeConfig, emit: Sink) -> dict:
     """Optimize one problem; write ``out_dir``; return the report dict."""
     started = time.time()
+    if spec.device == "cpu":
+        os.environ.setdefault("TRITON_INTERPRET", "1")  # no GPU: Triton's interpreter runs the kernels
     out = Path(out_dir)
     run_id = uuid.uuid4().hex[:8]
     emit(RunStarted(model=Path(spec.path).name, overrides=dict(spec.overrides), dtype=spec.dtype, device=spec.device))

@@ -21,61 +21,14 @@ from typing import Any, Callable
 
 import torch
 
+from lego_core.spec import DEVICES, DTYPE_NAMES, ProblemError, ProblemSpec, parse_overrides  # noqa: F401 - re-exported
+
 DTYPES: dict[str, torch.dtype] = {
     "fp32": torch.float32,
     "bf16": torch.bfloat16,
     "fp16": torch.float16,
 }
-DEVICES = ("cpu", "cuda")
 REQUIRED_NAMES = ("Model", "get_inputs", "get_init_inputs")
-
-
-class ProblemError(Exception):
-    """A problem file or its options cannot be used.
-
-    ``message`` says what is wrong, ``path`` and ``line`` where (line may be
-    None), ``hint`` how to fix it.  ``str()`` gives all of it on one line,
-    ready to show on a page or a terminal.
-    """
-
-    def __init__(self, message: str, path: str | None = None, line: int | None = None, hint: str = ""):
-        super().__init__(message, path, line, hint)
-        self.message, self.path, self.line, self.hint = message, path, line, hint
-
-    def __str__(self) -> str:
-        where = ""
-        if self.path:
-            where = f"{Path(self.path).name}:{self.line}: " if self.line else f"{Path(self.path).name}: "
-        return f"{where}{self.message}" + (f" Fix: {self.hint}" if self.hint else "")
-
-
-@dataclasses.dataclass(frozen=True)
-class ProblemSpec:
-    """What the user asked for: a model file, constant overrides, dtype, device.
-
-    ``overrides`` maps module-level constant names to new values (int, float
-    or bool).  ``dtype`` is one of ``fp32``/``bf16``/``fp16``; ``device`` is
-    ``cpu`` or ``cuda``.  Plain data, so it pickles into a child process.
-    """
-
-    path: str
-    overrides: dict = dataclasses.field(default_factory=dict)
-    dtype: str = "fp32"
-    device: str = "cpu"
-
-    def __post_init__(self) -> None:
-        if self.dtype not in DTYPES:
-            raise ProblemError(f"unknown dtype {self.dtype!r}.", hint=f"use one of {', '.join(DTYPES)}.")
-        if self.device not in DEVICES:
-            raise ProblemError(f"unknown device {self.device!r}.", hint=f"use one of {', '.join(DEVICES)}.")
-
-    @property
-    def torch_dtype(self) -> torch.dtype:
-        return DTYPES[self.dtype]
-
-    @property
-    def name(self) -> str:
-        return Path(self.path).stem
 
 
 @dataclasses.dataclass
@@ -109,34 +62,6 @@ def cast_input(value: Any, spec: ProblemSpec) -> Any:
     if value.is_floating_point():
         return value.to(device=spec.device, dtype=spec.torch_dtype)
     return value.to(device=spec.device)
-
-
-def parse_overrides(items: list[str] | None) -> dict[str, int | float | bool]:
-    """Parse ``["batch_size=2", "eps=1e-5"]`` into ``{"batch_size": 2, "eps": 1e-05}``.
-
-    Values are ints, floats or ``true``/``false``.  Raises ProblemError for an
-    item without ``=``, a name that is not an identifier, or a value that is
-    not a number.
-    """
-    result: dict[str, int | float | bool] = {}
-    for item in items or []:
-        name, sep, text = item.partition("=")
-        name, text = name.strip(), text.strip()
-        if not sep or not name.isidentifier():
-            raise ProblemError(f"override {item!r} is not of the form name=value.", hint="write it as --set batch_size=2.")
-        result[name] = _parse_value(name, text)
-    return result
-
-
-def _parse_value(name: str, text: str) -> int | float | bool:
-    if text.lower() in ("true", "false"):
-        return text.lower() == "true"
-    for convert in (int, float):
-        try:
-            return convert(text)
-        except ValueError:
-            pass
-    raise ProblemError(f"override {name}={text!r} is not a number.", hint=f"give {name} an integer or a float.")
 
 
 def load_problem(spec: ProblemSpec) -> Problem:
