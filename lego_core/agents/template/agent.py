@@ -8,7 +8,7 @@ short log of what it matched and which configuration it chose.
 from __future__ import annotations
 
 from lego_core.agents.base import Proposal
-from lego_core.agents.template.codegen import POINTWISE_BLOCK, _row_warps, generate, kernel_name
+from lego_core.agents.template.codegen import generate, kernel_name, launch_config
 from lego_core.agents.template.expressions import Unsupported
 from lego_core.subproblem import SubProblem
 
@@ -30,29 +30,12 @@ class TemplateAgent:
             return Proposal(None, transcript=transcript)
         group = sub.group
         shape = list(group.shape)
-        if group.kind == "row_reduction":
-            config = f"one program per row ({_prod(shape[:-1])} rows), BLOCK_N={_next_pow2(shape[-1])}, num_warps={_row_warps(shape[-1])}"
-        else:
-            config = f"BLOCK_SIZE={POINTWISE_BLOCK}, {-(-_prod(shape) // POINTWISE_BLOCK)} programs, num_warps=4"
         transcript.append(
             (
                 "agent",
                 f"matched the {group.kind.replace('_', ' ')} template over iteration shape {shape}; "
-                f"{len(sub.inputs)} inputs, {len(sub.outputs)} outputs, {len(sub.ops)} ops fused; {config}",
+                f"{len(sub.inputs)} inputs, {len(sub.outputs)} outputs, {len(sub.ops)} ops fused; {launch_config(group)}",
             )
         )
         return Proposal(source, kernel_name=kernel_name(sub), transcript=transcript)
 
-
-def _prod(xs) -> int:
-    n = 1
-    for x in xs:
-        n *= x
-    return n
-
-
-def _next_pow2(n: int) -> int:
-    p = 1
-    while p < n:
-        p *= 2
-    return p

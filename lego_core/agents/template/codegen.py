@@ -20,6 +20,7 @@ All arithmetic is fp32 (bool for masks); stores cast to the output dtype.
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from pathlib import Path
 
@@ -108,7 +109,7 @@ def _operand(name: str, node: fx.Node, spec: ValueInfo, group, is_row: bool) -> 
         access = "row"
     elif spec.shape == shape[-1:] and contiguous and role.kind == "vec":
         access = "col"
-    elif role.kind == "scal" and contiguous and spec.numel == _prod(rows) and spec.shape[-1:] in ((1,), ()):
+    elif role.kind == "scal" and contiguous and spec.numel == math.prod(rows) and spec.shape[-1:] in ((1,), ()):
         access = "rowscalar"
     else:
         access = "strided"
@@ -120,13 +121,6 @@ def _external_role(spec: ValueInfo, shape: tuple, is_row: bool) -> Role:
         return Role("scal", "rows")
     varies = bool(spec.shape) and spec.shape[-1] != 1 and shape[-1] != 1
     return Role("vec" if varies or not is_row else "scal")
-
-
-def _prod(xs) -> int:
-    n = 1
-    for x in xs:
-        n *= x
-    return n
 
 
 def _load(expr: str, spec: ValueInfo, vector: bool) -> str:
@@ -307,6 +301,21 @@ def _render(sp: SubProblem, operands: list[_Operand], results: list[_Operand], b
     )
 
 
+def launch_config(group) -> str:
+    """One line saying how the kernel for ``group`` is launched (for transcripts)."""
+    shape = list(group.shape)
+    if group.kind == "row_reduction":
+        rows = math.prod(shape[:-1])
+        return f"one program per row ({rows} rows), BLOCK_N={triton_next_pow2(shape[-1])}, num_warps={_row_warps(shape[-1])}"
+    programs = -(-math.prod(shape) // POINTWISE_BLOCK)
+    return f"BLOCK_SIZE={POINTWISE_BLOCK}, {programs} programs, num_warps=4"
+
+
+def triton_next_pow2(n: int) -> int:
+    """Smallest power of two >= n (what triton.next_power_of_2 returns)."""
+    return 1 << max(0, (n - 1).bit_length())
+
+
 def _row_warps(n: int) -> int:
     if n <= 512:
         return 2
@@ -327,7 +336,7 @@ def _launch_lines(operands, results, strided, shape, is_row) -> tuple[list[str],
     ndim = len(shape)
     call = [tensor[o.name] for o in operands + results]
     if is_row:
-        n_rows = _prod(shape[:-1])
+        n_rows = math.prod(shape[:-1])
         prepare.append(f"grid = ({n_rows},)  # one program per row")
         call.append(f"{shape[-1]}")
         if strided:
@@ -336,7 +345,7 @@ def _launch_lines(operands, results, strided, shape, is_row) -> tuple[list[str],
             count = ndim - 1 + (1 if o.access == "strided" and o.role.kind == "vec" else 0)
             call += [f"*{o.name}_strides[:{count}]"]
     else:
-        n = _prod(shape)
+        n = math.prod(shape)
         prepare.append(f"grid = (triton.cdiv({n}, {POINTWISE_BLOCK}),)")
         call.append(f"{n}")
         if strided:
