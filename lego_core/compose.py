@@ -4,6 +4,8 @@ Writes, under ``out_dir``:
 
 - ``reference_model.py``: the user's file, unchanged;
 - ``kernels/<name>.py``: one readable Triton file per generated kernel;
+- ``tests/test_<name>.py``: each kernel's sub-problem test (its reference
+  source and random inputs by spec), runnable with pytest;
 - ``optimized_model.py``: ``class ModelNew(Model)`` whose ``forward`` runs
   the plan in schedule order: runs of library leaves as plain ATen code
   (generated from the graph), Triton leaves as ``launch`` calls.  Because it
@@ -22,6 +24,7 @@ import torch.fx as fx
 from lego_core.capture import Graph
 from lego_core.subproblem import boundary, function_source, region_graph
 from lego_core.tree import FusionTree, OrNode
+from lego_core.verify import tolerances
 
 HEADER = '''"""Optimized by LEGO: {model} ({settings}).
 
@@ -85,12 +88,18 @@ def write_output(out_dir: Path, graph: Graph, tree: FusionTree, problem, run_id:
     if kernels_dir.exists():
         shutil.rmtree(kernels_dir)
     kernels_dir.mkdir()
+    tests_dir = out_dir / "tests"
+    shutil.rmtree(tests_dir, ignore_errors=True)
     kernel_files: list[str] = []
+    tol = tolerances(problem.spec.torch_dtype)
     for leaf in tree.leaves():
         cand = leaf.chosen
         if cand.implementation == "triton" and f"kernels/{cand.kernel_name}.py" not in kernel_files:
             (kernels_dir / f"{cand.kernel_name}.py").write_text(cand.source)
             kernel_files.append(f"kernels/{cand.kernel_name}.py")
+            tests_dir.mkdir(exist_ok=True)
+            test = leaf.sub.test_source(f"{cand.kernel_name}.py", problem.spec.device, tol.atol, tol.rtol)
+            (tests_dir / f"test_{cand.kernel_name}.py").write_text(test)
     (out_dir / "optimized_model.py").write_text(model_source(graph, tree, problem, run_id, kernel_files))
     _write_constants(out_dir, graph)
     return kernel_files

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import re
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -91,6 +92,25 @@ class SubProblem:
         parts += [f"{op_name(n)}{canon(list(n.args))}{canon(dict(n.kwargs))}" for n in self.nodes]
         parts.append(repr([local[n.name] for n in self.outputs]))
         return hashlib.sha1("|".join(parts).encode()).hexdigest()[:16]
+
+    def test_source(self, kernel_file: str, device: str, atol: float, rtol: float) -> str:
+        """A standalone pytest file checking ``kernels/<kernel_file>`` against
+        this region's reference on random inputs drawn by spec (the
+        sub-problem's own test, shipped in the output folder)."""
+        import jinja2
+
+        env = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"), keep_trailing_newline=True)
+        inputs = "[" + ", ".join(f"({s.shape!r}, {s.stride!r}, {s.dtype})" for s in self.input_specs) + "]"
+        return env.get_template("subproblem_test.py.j2").render(
+            sub_id=self.id,
+            label=self.label,
+            kernel_file=kernel_file,
+            device=device,
+            inputs=inputs,
+            atol=atol,
+            rtol=rtol,
+            reference=self.reference_source("reference"),
+        )
 
     def summary(self) -> dict:
         return {
