@@ -54,7 +54,7 @@ class ProgressView:
         elif event.type == "progress":
             self.progress.update(self.task, completed=event.done, total=event.total)
         elif event.type == "run_finished":
-            self.progress.update(self.task, description="done")
+            self.progress.update(self.task, description="done", total=1, completed=1)
 
 
 def summary_table(report: dict) -> Table:

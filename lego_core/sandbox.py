@@ -15,9 +15,10 @@ from __future__ import annotations
 import ctypes
 import multiprocessing as mp
 import os
-import queue
 import resource
+import time
 import traceback
+import warnings
 from typing import Any, Callable
 
 from lego_core.events import Event, Sink, null_sink
@@ -40,36 +41,31 @@ def run_in_child(target: Callable[..., Any], args: tuple, sink: Sink | None = No
     """
     sink = sink or null_sink
     ctx = mp.get_context("spawn")
-    channel = ctx.Queue()
-    child = ctx.Process(target=_child_main, args=(target, args, channel), daemon=False)
+    receiver, sender = ctx.Pipe(duplex=False)  # a pipe: no semaphores to leak
+    child = ctx.Process(target=_child_main, args=(target, args, sender), daemon=False)
     child.start()
+    sender.close()  # the parent keeps only the reading end
     try:
-        return _pump(child, channel, sink, timeout_s)
+        return _pump(child, receiver, sink, timeout_s)
     finally:
         if child.is_alive():
             child.kill()
         child.join(timeout=10)
-        channel.close()
+        receiver.close()
 
 
-def _pump(child: mp.Process, channel: Any, sink: Sink, timeout_s: float | None) -> Any:
-    import time
-
+def _pump(child: mp.Process, receiver: Any, sink: Sink, timeout_s: float | None) -> Any:
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     while True:
-        try:
-            kind, payload = channel.get(timeout=0.2)
-        except queue.Empty:
+        if not receiver.poll(0.2):
             if deadline is not None and time.monotonic() > deadline:
-                raise ChildCrashed(f"the optimizer ran past its time limit of {timeout_s:.0f} s and was stopped.") from None
-            if not child.is_alive():
-                # drain what the child sent before it died
-                try:
-                    kind, payload = channel.get(timeout=1.0)
-                except queue.Empty:
-                    raise ChildCrashed(_death_message(child.exitcode)) from None
-            else:
-                continue
+                raise ChildCrashed(f"the optimizer ran past its time limit of {timeout_s:.0f} s and was stopped.")
+            continue
+        try:
+            kind, payload = receiver.recv()
+        except EOFError:  # the child closed its end without a result: it died
+            child.join(timeout=10)
+            raise ChildCrashed(_death_message(child.exitcode)) from None
         if kind == _EVENT:
             sink(payload)
         elif kind == _DONE:
@@ -87,21 +83,21 @@ def _death_message(exitcode: int | None) -> str:
     return f"the optimizer process exited with code {exitcode} without a result."
 
 
-def _child_main(target: Callable[..., Any], args: tuple, channel: Any) -> None:
+def _child_main(target: Callable[..., Any], args: tuple, sender: Any) -> None:
     _limit_resources()
     _isolate_network()
+    warnings.filterwarnings("ignore", message=".*LeafSpec.*")  # torch.export's own deprecation noise
 
     def emit(event: Event) -> None:
-        channel.put((_EVENT, event))
+        sender.send((_EVENT, event))
 
     try:
         result = target(*args, emit)
-        channel.put((_DONE, result))
+        sender.send((_DONE, result))
     except BaseException as exc:  # noqa: BLE001 - everything must reach the parent
-        channel.put((_ERROR, _picklable(exc)))
+        sender.send((_ERROR, _picklable(exc)))
     finally:
-        channel.close()
-        channel.join_thread()
+        sender.close()
 
 
 def _picklable(exc: BaseException) -> BaseException:
