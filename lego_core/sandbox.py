@@ -57,9 +57,9 @@ def run_in_child(target: Callable[..., Any], args: tuple, sink: Sink | None = No
 def _pump(child: mp.Process, receiver: Any, sink: Sink, timeout_s: float | None) -> Any:
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     while True:
+        if deadline is not None and time.monotonic() > deadline:
+            raise ChildCrashed(f"the optimizer ran past its time limit of {timeout_s:.0f} s and was stopped.")
         if not receiver.poll(0.2):
-            if deadline is not None and time.monotonic() > deadline:
-                raise ChildCrashed(f"the optimizer ran past its time limit of {timeout_s:.0f} s and was stopped.")
             continue
         try:
             kind, payload = receiver.recv()
