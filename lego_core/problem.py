@@ -110,7 +110,7 @@ def _import_source(path: str, source: str) -> types.ModuleType:
     try:
         code = compile(source, path, "exec")
     except SyntaxError as exc:
-        raise ProblemError(f"syntax error: {exc.msg}.", path, exc.lineno, hint="fix the Python syntax on that line.") from None
+        raise ProblemError(f"syntax error: {exc.msg}.", path, exc.lineno, hint="correct the Python syntax on that line.") from None
     name = f"lego_problem_{abs(hash(path))}"
     module = types.ModuleType(name)
     module.__file__ = path

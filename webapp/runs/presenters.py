@@ -53,9 +53,12 @@ def describe_event(data: dict) -> str:
 
 
 def plan_rows(report: dict | None) -> list[dict[str, Any]]:
-    """One row per sub-problem of the chosen plan (report.json ``subproblems``)."""
+    """One row per compute sub-problem of the chosen plan (report.json
+    ``subproblems``); ``layout`` leaves (views, permutes: no data moved) are
+    left out and counted by ``layout_count``."""
     return [
         {
+            "id": sub.get("id"),
             "label": sub.get("label") or sub.get("id"),
             "module_path": sub.get("module_path") or "",
             "ops": sub.get("ops") or [],
@@ -64,9 +67,17 @@ def plan_rows(report: dict | None) -> list[dict[str, Any]]:
             "time_ms": sub.get("time_ms"),
             "time_kind": sub.get("time_kind"),
             "baseline_ms": sub.get("baseline_ms"),
+            "baseline_kind": sub.get("baseline_kind") or sub.get("time_kind"),
+            "reused_from": sub.get("reused_from"),
         }
         for sub in (report or {}).get("subproblems", [])
+        if sub.get("kind") != "layout"
     ]
+
+
+def layout_count(report: dict | None) -> int:
+    """How many layout-only leaves (views) the plan table leaves out."""
+    return sum(1 for sub in (report or {}).get("subproblems", []) if sub.get("kind") == "layout")
 
 
 def error_source_line(run: Run) -> str | None:

@@ -50,6 +50,9 @@ def run_detail(request, run_id):
         "plan": report.get("plan") or {},
         "end_to_end": report.get("end_to_end") or {},
         "rows": presenters.plan_rows(report),
+        "layout_count": presenters.layout_count(report),
+        "metrics": report.get("metrics") or {},
+        "timing": report.get("timing") or {},
         "error_source_line": presenters.error_source_line(run),
     }
     return render(request, "runs/detail.html", context)
