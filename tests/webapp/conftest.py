@@ -107,10 +107,16 @@ def sample_report():
                 "implementation": "triton", "kernel": "kernels/sp1.py", "max_abs_error": 2.4e-07,
                 "time_ms": 0.0031, "time_kind": "estimated", "baseline_ms": 0.0212,
             },
+            {
+                "id": "sp2", "label": "proj · view", "module_path": "proj", "kind": "layout",
+                "ops": ["aten.view.default"], "input_shapes": [[16, 30]], "output_shapes": [[480]],
+                "implementation": "library", "kernel": None, "max_abs_error": None,
+                "time_ms": 0.0, "time_kind": "estimated", "baseline_ms": 0.0,
+            },
         ],
         "plan": {"cost_ms": 0.0156, "cost_kind": "estimated", "baseline_ms": 0.0337, "speedup": 2.16},
         "end_to_end": {"passed": True, "max_abs_error": 4.8e-07, "norm_rel_error": 1.1e-07, "seed": 4242},
-        "metrics": {"agent_calls": 3, "wall_time_s": 4.2, "subproblems": 2, "triton": 1, "library": 1},
+        "metrics": {"agent_calls": 3, "wall_time_s": 4.2, "subproblems": 2, "triton": 1, "library": 1, "reused_nodes": 0},
     }
 
 

@@ -86,6 +86,15 @@ def test_finished_run_page_shows_plan_speedup_and_error(user_client, make_run, s
     assert reverse("runs:download", args=[run.id]) in page
 
 
+def test_plan_table_counts_layout_steps_instead_of_listing_them(user_client, make_run, sample_report):
+    run = make_run(state="finished", report=sample_report)
+    page = user_client.get(reverse("runs:detail", args=[run.id])).content.decode()
+    assert "proj · view" not in page  # a view moves no data: not a row
+    assert "1 layout-only step " in page
+    assert "2: 1 generated Triton, 1 library" in page  # the run's metrics
+    assert '<span class="kind">reference</span>' in page  # the library row's error
+
+
 def test_failed_run_page_shows_message_line_and_source(user_client, make_run, broken_model):
     run = make_run(state="failed", source=broken_model, error_message="model.py:6: invalid syntax", error_line=6)
     page = user_client.get(reverse("runs:detail", args=[run.id])).content.decode()
