@@ -1,0 +1,108 @@
+"""Module-level targets for ``lego_core.sandbox.run_in_child`` (test_sandbox.py).
+
+``spawn`` pickles a target by reference (module + name), so the targets must
+live in an importable module, not inside a test function.  The spawned child
+gets the parent's ``sys.path`` (multiprocessing's preparation data), and
+pytest puts this folder on ``sys.path`` when it imports the test modules
+here (rootdir-based "prepend" import mode, tests/ is not a package), so
+``import sandbox_targets`` works in the child too.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+from lego_core.events import Progress, StageStarted
+from lego_core.spec import ProblemError
+
+
+def add_and_report_pid(a, b, emit):
+    """Returns a value computed in the child, with the child's pid."""
+    return {"sum": a + b, "pid": os.getpid()}
+
+
+def emit_sequence(n, emit):
+    """Emits a stage start then ``n`` numbered progress events, returns ``n``."""
+    emit(StageStarted(stage="load", total=n))
+    for i in range(n):
+        emit(Progress(stage="load", done=i + 1, total=n, message=f"step {i + 1}"))
+    return n
+
+
+def raise_problem_error(path, line, emit):
+    emit(StageStarted(stage="load"))
+    raise ProblemError("the file defines no `Model`.", path, line, hint="define class Model(nn.Module).")
+
+
+def raise_value_error(emit):
+    raise ValueError("plain failure in the child")
+
+
+class NeedsTwoArgs(Exception):
+    """Pickles but cannot be unpickled: ``__reduce__`` passes only ``args``."""
+
+    def __init__(self, what, code):
+        super().__init__(f"{what} (code {code})")
+        self.code = code
+
+
+def raise_unpicklable(emit):
+    _deep_helper_that_fails()
+
+
+def _deep_helper_that_fails():
+    raise NeedsTwoArgs("weird failure", 42)
+
+
+def exit_hard(code, emit):
+    """Dies without a result and without flushing anything (os._exit)."""
+    os._exit(code)
+
+
+def kill_self(emit):
+    """Dies by SIGKILL, as the OOM killer would do it."""
+    os.kill(os.getpid(), signal.SIGKILL)
+    time.sleep(30)
+
+
+def emit_then_exit_hard(n, emit):
+    """Emits ``n`` events, waits until they are flushed, then dies."""
+    for i in range(n):
+        emit(Progress(stage="search", done=i + 1, total=n))
+    time.sleep(0.5)  # the queue's feeder thread sends in the background
+    os._exit(5)
+
+
+def sleep_forever(emit):
+    emit(Progress(stage="search", done=0, total=1, message=str(os.getpid())))
+    time.sleep(120)
+    return "woke up"
+
+
+def chatty_sleeper(seconds, emit):
+    """Emits an event every 50 ms for ``seconds`` seconds, then returns."""
+    end = time.monotonic() + seconds
+    i = 0
+    while time.monotonic() < end:
+        i += 1
+        emit(Progress(stage="search", done=i, total=0))
+        time.sleep(0.05)
+    return "finished"
+
+
+def return_unpicklable(emit):
+    return lambda: None
+
+
+def read_limits(emit):
+    import resource
+
+    return {"core": resource.getrlimit(resource.RLIMIT_CORE), "nofile": resource.getrlimit(resource.RLIMIT_NOFILE)}
+
+
+def network_view(emit):
+    """The child's network namespace and its interfaces."""
+    import socket
+
+    return {"netns": os.readlink("/proc/self/ns/net"), "interfaces": sorted(name for _, name in socket.if_nameindex())}

@@ -1,0 +1,164 @@
+"""lego_core.sandbox: run_in_child, event forwarding, errors, crashes, timeouts.
+
+Targets live in ``sandbox_targets.py`` beside this file: spawn pickles them
+by reference, so they must be importable module-level functions.
+"""
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+# pytest's default "prepend" import mode already puts this folder on sys.path;
+# make sure of it under other import modes too.  Spawned children inherit
+# sys.path, so they can import the targets by reference.
+_HERE = str(Path(__file__).resolve().parent)
+if _HERE not in sys.path:
+    sys.path.insert(0, _HERE)
+
+import sandbox_targets as targets  # noqa: E402
+from lego_core.events import Progress, StageStarted  # noqa: E402
+from lego_core.sandbox import ChildCrashed, run_in_child  # noqa: E402
+from lego_core.spec import ProblemError  # noqa: E402
+
+
+def _collect():
+    events = []
+    return events, events.append
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def test_returns_the_childs_value_computed_in_another_process():
+    result = run_in_child(targets.add_and_report_pid, (2, 40))
+    assert result["sum"] == 42
+    assert result["pid"] != os.getpid()
+
+
+def test_events_reach_the_sink_in_order():
+    events, sink = _collect()
+    assert run_in_child(targets.emit_sequence, (25,), sink) == 25
+    assert isinstance(events[0], StageStarted) and events[0].stage == "load" and events[0].total == 25
+    progress = events[1:]
+    assert all(isinstance(e, Progress) for e in progress)
+    assert [e.done for e in progress] == list(range(1, 26))
+    assert [e.message for e in progress] == [f"step {i}" for i in range(1, 26)]
+
+
+def test_without_a_sink_events_are_dropped():
+    assert run_in_child(targets.emit_sequence, (3,)) == 3
+
+
+def test_problem_error_keeps_path_line_and_hint():
+    events, sink = _collect()
+    with pytest.raises(ProblemError) as info:
+        run_in_child(targets.raise_problem_error, ("/uploads/model.py", 17), sink)
+    err = info.value
+    assert err.path == "/uploads/model.py"
+    assert err.line == 17
+    assert err.hint == "define class Model(nn.Module)."
+    assert str(err).startswith("model.py:17: the file defines no `Model`.")
+    assert [e.type for e in events] == ["stage_started"]  # the event before the error arrived
+
+
+def test_picklable_exception_keeps_its_type():
+    with pytest.raises(ValueError, match="plain failure in the child"):
+        run_in_child(targets.raise_value_error, ())
+
+
+def test_unpicklable_exception_becomes_runtime_error_with_traceback():
+    with pytest.raises(RuntimeError) as info:
+        run_in_child(targets.raise_unpicklable, ())
+    err = info.value
+    assert type(err) is RuntimeError  # not ChildCrashed, not the original class
+    text = str(err)
+    assert text.startswith("NeedsTwoArgs: weird failure (code 42)")
+    assert "Traceback (most recent call last)" in text
+    assert "_deep_helper_that_fails" in text and "sandbox_targets.py" in text
+
+
+def test_os_exit_becomes_child_crashed_with_exit_code():
+    with pytest.raises(ChildCrashed) as info:
+        run_in_child(targets.exit_hard, (7,))
+    assert "exited with code 7 without a result" in str(info.value)
+
+
+def test_sigkill_becomes_child_crashed_naming_the_signal():
+    with pytest.raises(ChildCrashed) as info:
+        run_in_child(targets.kill_self, ())
+    assert "killed by SIGKILL" in str(info.value)
+    assert "out of memory" in str(info.value)
+
+
+def test_events_sent_before_a_crash_still_arrive():
+    events, sink = _collect()
+    with pytest.raises(ChildCrashed, match="code 5"):
+        run_in_child(targets.emit_then_exit_hard, (4,), sink)
+    assert [e.done for e in events] == [1, 2, 3, 4]
+
+
+def test_timeout_kills_a_sleeping_child():
+    events, sink = _collect()
+    start = time.monotonic()
+    with pytest.raises(ChildCrashed) as info:
+        run_in_child(targets.sleep_forever, (), sink, timeout_s=1.0)
+    elapsed = time.monotonic() - start
+    assert "time limit" in str(info.value)
+    assert elapsed < 15
+    child_pid = int(events[0].message)
+    assert _gone(child_pid), "the timed-out child is still running"
+
+
+def test_child_crashed_is_a_runtime_error():
+    assert issubclass(ChildCrashed, RuntimeError)
+
+
+def test_unpicklable_return_value_is_an_error_not_a_hang():
+    # a result that cannot be pickled never reaches the parent: the parent
+    # must raise (a pickling error or ChildCrashed), not wait forever
+    start = time.monotonic()
+    with pytest.raises(Exception) as info:
+        run_in_child(targets.return_unpicklable, (), timeout_s=30)
+    assert "pickle" in str(info.value).lower() or "without a result" in str(info.value)
+    assert time.monotonic() - start < 20
+
+
+def test_child_runs_without_core_dumps():
+    limits = run_in_child(targets.read_limits, ())
+    assert tuple(limits["core"]) == (0, 0)
+    assert limits["nofile"][0] <= 4096
+
+
+def _parent_netns() -> str:
+    return os.readlink("/proc/self/ns/net")
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/ns/net"), reason="needs Linux network namespaces")
+def test_child_is_cut_off_the_network_where_the_os_allows_it(monkeypatch):
+    monkeypatch.delenv("LEGO_SANDBOX_NETWORK", raising=False)
+    view = run_in_child(targets.network_view, ())
+    if view["netns"] == _parent_netns():
+        pytest.skip("this machine does not permit a new network namespace (not root, no user namespaces)")
+    assert view["interfaces"] == ["lo"]
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/ns/net"), reason="needs Linux network namespaces")
+def test_lego_sandbox_network_1_keeps_the_network(monkeypatch):
+    monkeypatch.setenv("LEGO_SANDBOX_NETWORK", "1")
+    view = run_in_child(targets.network_view, ())
+    assert view["netns"] == _parent_netns()
+
+
+def test_timeout_applies_to_a_child_that_keeps_emitting_events():
+    # a child that sends an event every 50 ms must still be stopped in time
+    start = time.monotonic()
+    with pytest.raises(ChildCrashed, match="time limit"):
+        run_in_child(targets.chatty_sleeper, (2.0,), timeout_s=0.5)
+    assert time.monotonic() - start < 1.8
