@@ -50,7 +50,8 @@ def run_pipeline(spec: ProblemSpec, out_dir: str, config: OptimizeConfig, emit: 
     emit(StageStarted(stage="search", total=len(leaves)))
     with tempfile.TemporaryDirectory(prefix="lego-candidates-") as work:
         solver = LeafSolver(TemplateAgent(), config, spec.torch_dtype, spec.device, Path(work), emit)
-        result = run_search(tree, activations, solver, emit, progress=lambda d, t: emit(Progress(stage="search", done=d, total=t)))
+        parameters = {name for name, src in graph.sources.items() if src.kind == "parameter"}
+        result = run_search(tree, activations, solver, emit, lambda d, t: emit(Progress(stage="search", done=d, total=t)), parameters)
         del activations
         emit(StageStarted(stage="compose"))
         kernel_files = write_output(out, graph, tree, problem, run_id)  # optimized_model.py + kernels/

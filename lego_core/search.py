@@ -162,17 +162,46 @@ def load_module(path: Path, name: str) -> ModuleType:
     return module
 
 
-def run_search(tree: FusionTree, activations: list[dict], solver: LeafSolver, emit: Sink, progress=None) -> SearchResult:
+def perturbed(value: torch.Tensor, seed: int) -> torch.Tensor:
+    """A parameter redrawn around its value: ``p * U(0.5, 1.5) + 0.1 * std * N(0, 1)``.
+
+    Freshly initialised weights are often all ones and biases all zeros; a
+    kernel that ignores them would pass on those values alone."""
+    gen = torch.Generator().manual_seed(seed)
+    scale = value.detach().float().std().item() if value.numel() > 1 else 1.0
+    factor = 0.5 + torch.rand(value.shape, generator=gen)
+    noise = torch.randn(value.shape, generator=gen) * 0.1 * (scale if scale > 0 else 1.0)
+    return (value.detach().float().cpu() * factor + noise).to(device=value.device, dtype=value.dtype)
+
+
+def leaf_input_sets(leaf: OrNode, activations: list[dict], parameters: set[str], seeds: tuple) -> list[list]:
+    """The verification inputs of a leaf: its boundary values from each
+    seeded run of the model; in every set but the first, parameters read by
+    the leaf are perturbed (``perturbed``) so that their use is tested."""
+    sets = []
+    for k, env in enumerate(activations):
+        inputs = []
+        for j, node in enumerate(leaf.sub.inputs):
+            value = env[node.name]
+            if k > 0 and node.name in parameters and isinstance(value, torch.Tensor) and value.is_floating_point():
+                value = perturbed(value, seeds[k] * 1000 + j)
+            inputs.append(value)
+        sets.append(inputs)
+    return sets
+
+
+def run_search(tree: FusionTree, activations: list[dict], solver: LeafSolver, emit: Sink, progress=None, parameters: set[str] | None = None) -> SearchResult:
     """Solve every leaf in schedule order and return the chosen plan.
 
     ``activations``: one dict per verification seed mapping node names to the
-    reference values (``Graph.run``).  ``progress(done, total)`` is called
-    after each leaf.
+    reference values (``Graph.run``); ``parameters``: names of placeholders
+    that hold model parameters (perturbed in all but the first input set).
+    ``progress(done, total)`` is called after each leaf.
     """
     start = time.monotonic()
     leaves = tree.leaves()
     for k, leaf in enumerate(leaves):
-        input_sets = [[env[n.name] for n in leaf.sub.inputs] for env in activations]
+        input_sets = leaf_input_sets(leaf, activations, parameters or set(), solver.config.verify_seeds)
         solver.solve(leaf, input_sets)
         if progress:
             progress(k + 1, len(leaves))

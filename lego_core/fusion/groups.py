@@ -63,7 +63,8 @@ class FusionGroup:
         return {n.name for n in self.nodes}
 
 
-def _broadcasts_to(shape: tuple, target: tuple) -> bool:
+def broadcasts_to(shape: tuple, target: tuple) -> bool:
+    """Whether ``shape`` broadcasts to ``target`` under torch's right-aligned rules."""
     if len(shape) > len(target):
         return False
     for a, b in zip(reversed(shape), reversed(target)):
@@ -84,6 +85,7 @@ class _GroupShape:
         self.shape: tuple | None = None
         self.is_row = False
         self.roles: dict[str, Role] = {}
+        self.external: dict[str, Role] = {}  # roles of values read from outside, by torch's broadcasting
 
     def role_of(self, arg: fx.Node) -> Role | None:
         """Role of an operand: its in-group role, or the one its shape implies."""
@@ -92,7 +94,7 @@ class _GroupShape:
         shp = _shape(arg)
         if shp is None or self.shape is None:
             return None
-        if _broadcasts_to(shp, self.shape):
+        if broadcasts_to(shp, self.shape):
             varies = len(shp) >= 1 and shp[-1] != 1 and self.shape[-1] != 1
             return Role("vec" if varies or not self.is_row else "scal")
         return None
@@ -123,13 +125,13 @@ class _GroupShape:
                 if all(r.form == "rows" or _shape(a) == () for r, a in zip(roles, operands)):
                     return {node.name: Role("scal", "rows")}
                 return None
-            if any(r.form == "rows" for r in roles) or not _broadcasts_to(out, self.shape):
+            if any(r.form == "rows" for r in roles) or not broadcasts_to(out, self.shape):
                 return None
             kind = "vec" if any(r.kind == "vec" for r in roles) else "scal"
             if kind == "scal" and out[-1:] != (1,) and out != ():
                 return None
             return {node.name: Role(kind)}
-        if _broadcasts_to(out, self.shape) or _broadcasts_to(self.shape, out):
+        if broadcasts_to(out, self.shape) or broadcasts_to(self.shape, out):
             return {node.name: Role("vec")}
         return None
 
@@ -176,8 +178,13 @@ class _GroupShape:
             self.is_row = True
         elif cat == "pointwise":
             out = _shape(node)
-            if self.shape is None or (not self.is_row and _broadcasts_to(self.shape, out) and out != self.shape):
+            if self.shape is None or (not self.is_row and broadcasts_to(self.shape, out) and out != self.shape):
                 self.shape = out
+        for arg in node.all_input_nodes:
+            if arg.name not in self.roles and arg.name not in self.external:
+                role = self.role_of(arg)
+                if role is not None:
+                    self.external[arg.name] = role
         self.roles.update(roles)
 
 
@@ -280,7 +287,10 @@ def _finish(group: FusionGroup, tracker: _GroupShape, done: list, where: dict) -
         done.append(alone)
         where[node.name] = alone
     group.shape = tracker.shape
+    # members' roles, and the roles outside values were read with (an [N] weight in
+    # an [N, N] row group is a row vector, as torch broadcasts it, not a per-row scalar)
     group.roles = {k: v for k, v in tracker.roles.items() if k in group.names}
+    group.roles.update({k: v for k, v in tracker.external.items() if k not in group.names})
     if not group.nodes:
         return
     done.append(group)

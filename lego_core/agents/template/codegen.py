@@ -28,7 +28,7 @@ import jinja2
 import torch.fx as fx
 
 from lego_core.capture import ValueInfo, op_name, value_info
-from lego_core.fusion.groups import Role
+from lego_core.fusion.groups import Role, broadcasts_to
 from lego_core.subproblem import SubProblem
 from lego_core.agents.template.expressions import (
     POINTWISE,
@@ -117,7 +117,9 @@ def _operand(name: str, node: fx.Node, spec: ValueInfo, group, is_row: bool) -> 
 
 
 def _external_role(spec: ValueInfo, shape: tuple, is_row: bool) -> Role:
-    if is_row and spec.shape == shape[:-1] and spec.shape != shape:
+    """Role of an input by torch's (right-aligned) broadcasting; a per-row
+    value of shape S[:-1] only where that broadcasting does not apply."""
+    if is_row and spec.shape == shape[:-1] and not broadcasts_to(spec.shape, shape):
         return Role("scal", "rows")
     varies = bool(spec.shape) and spec.shape[-1] != 1 and shape[-1] != 1
     return Role("vec" if varies or not is_row else "scal")
