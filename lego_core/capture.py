@@ -11,7 +11,9 @@ Usage: ``python -m lego_core.capture MODEL.py [k=v ...]`` prints the graph.
 from __future__ import annotations
 
 import dataclasses
+import re
 import sys
+import traceback
 from typing import Any
 
 import torch
@@ -92,7 +94,10 @@ class Graph:
         """Concrete tensors for every placeholder: parameters and buffers from
         ``model`` (so loaded weights are used), constants from the export,
         user inputs from ``inputs`` (only tensor inputs are graph inputs)."""
-        tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
+        user = [n for n in self.placeholders if self.sources[n.name].kind == "input"]
+        # torch.export makes non-tensor arguments placeholders too in recent
+        # versions, and drops them (specialised) in older ones
+        tensors = list(inputs) if len(user) == len(inputs) else [x for x in inputs if isinstance(x, torch.Tensor)]
         values: dict[str, Any] = {}
         for node in self.placeholders:
             src = self.sources[node.name]
@@ -126,6 +131,15 @@ class _RecordingInterpreter(fx.Interpreter):
         result = super().run_node(n)
         self.values[n.name] = result
         return result
+
+
+def _user_line(exc: BaseException, path: str) -> int | None:
+    """The last line of the user's file named in the exception: in its
+    traceback, or in the user stack torch.export writes into its message."""
+    frames = [f.lineno for f in traceback.extract_tb(exc.__traceback__) if f.filename == path]
+    mentioned = [int(m) for m in re.findall(rf'File "{re.escape(path)}", line (\d+)', str(exc))]
+    lines = frames + mentioned
+    return lines[-1] if lines else None
 
 
 def value_info(node: fx.Node) -> ValueInfo | None:
@@ -181,6 +195,7 @@ def capture_graph(problem: Problem) -> Graph:
         raise ProblemError(
             f"torch.export could not capture the model: {type(exc).__name__}: {first}",
             problem.spec.path,
+            _user_line(exc, problem.spec.path),
             hint="LEGO needs a model that torch.export can trace with static shapes "
             "(no data-dependent Python control flow).",
         ) from None

@@ -111,6 +111,10 @@ def run_optimize(args: argparse.Namespace, console: Console) -> int:
     except (OptimizeError, ChildCrashed) as exc:
         console.print(f"[red]optimizer failed:[/red] {exc}")
         return 3
+    except Exception as exc:  # noqa: BLE001 - an internal error: say what, no traceback
+        first = str(exc).strip().splitlines()[-1] if str(exc).strip() else ""
+        console.print(f"[red]optimizer failed:[/red] {type(exc).__name__}: {first} (an internal error; please report it with the model file)")
+        return 3
     if report["summary"]["triton"]:
         console.print(triton_table(report))
     console.print(summary_table(report))

@@ -115,7 +115,7 @@ def model_source(graph: Graph, tree: FusionTree, problem, run_id: str, kernel_fi
     """Source of ``optimized_model.py``."""
     spec = problem.spec
     user_inputs = [n for n in graph.placeholders if graph.sources[n.name].kind == "input"]
-    shapes = [tuple(n.meta["val"].shape) for n in user_inputs]
+    shapes = [tuple(n.meta["val"].shape) for n in user_inputs if isinstance(n.meta.get("val"), torch.Tensor)]
     overrides = "".join(f"reference_model.{k} = {v!r}  # override used when optimizing\n" for k, v in spec.overrides.items())
     settings = ", ".join([f"{k}={v}" for k, v in spec.overrides.items()] + [spec.dtype, spec.device])
     dtype_arg = "" if spec.dtype == "fp32" else f", {problem.spec.torch_dtype}"
@@ -186,7 +186,7 @@ def _model_class(graph: Graph, user_inputs: list[fx.Node], body: list[str]) -> s
     lines += [
         "",
         f"    def forward(self, {args}):",
-        f"        shapes = [tuple(t.shape) for t in ({args},)]",
+        f"        shapes = [tuple(t.shape) for t in ({args},) if isinstance(t, torch.Tensor)]",
         "        if shapes != INPUT_SHAPES:",
         '            raise ValueError(f"ModelNew was optimized for input shapes {INPUT_SHAPES}, got {shapes}; run LEGO again with --set for these sizes")',
     ]

@@ -87,7 +87,7 @@ def load_problem(spec: ProblemSpec) -> Problem:
         raise ProblemError("`Model` is not a subclass of torch.nn.Module.", path, hint="define `class Model(nn.Module)`.")
     constants = _apply_overrides(module, spec.overrides, path)
     if spec.device == "cuda" and not torch.cuda.is_available():
-        raise ProblemError("device cuda was asked for, but this machine has no usable CUDA GPU.", hint="use --device cpu.")
+        raise ProblemError("device cuda was asked for, but this machine has no usable CUDA GPU.", path, hint="use --device cpu.")
     init_inputs = _as_list(_call_user(path, "get_init_inputs()", module.get_init_inputs), path, "get_init_inputs()")
     torch.manual_seed(0)
     model = _call_user(path, "Model(*get_init_inputs())", lambda: module.Model(*init_inputs))
@@ -144,14 +144,26 @@ def _call_user(path: str, what: str, fn: Callable[[], Any]) -> Any:
         return fn()
     except ProblemError:
         raise
-    except Exception as exc:  # noqa: BLE001 - any failure of user code is the user's to fix
-        line = _user_line(exc, path)
+    except SystemExit as exc:
         raise ProblemError(
-            f"{type(exc).__name__} while {what}: {exc}",
+            f"the file called sys.exit({exc.code!r}) while {what}.",
             path,
-            line,
+            _user_line(exc, path),
+            hint="remove the exit call; a problem file only defines Model, get_inputs and get_init_inputs.",
+        ) from None
+    except Exception as exc:  # noqa: BLE001 - any failure of user code is the user's to fix
+        raise ProblemError(
+            f"{type(exc).__name__} while {what}: {one_line(str(exc))}",
+            path,
+            _user_line(exc, path),
             hint="fix the code at that line (an override may have made a size invalid).",
         ) from None
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    """``text`` with its whitespace collapsed to single spaces, cut at ``limit`` characters."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
 def _user_line(exc: BaseException, path: str) -> int | None:

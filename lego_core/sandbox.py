@@ -95,6 +95,8 @@ def _child_main(target: Callable[..., Any], args: tuple, sender: Any) -> None:
         result = target(*args, emit)
         sender.send((_DONE, result))
     except BaseException as exc:  # noqa: BLE001 - everything must reach the parent
+        if not isinstance(exc, Exception):  # SystemExit, KeyboardInterrupt: not the parent's to obey
+            exc = RuntimeError(f"the optimizer process stopped: {type(exc).__name__}({exc})")
         sender.send((_ERROR, _picklable(exc)))
     finally:
         sender.close()

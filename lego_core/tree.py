@@ -24,7 +24,7 @@ from typing import Iterator
 
 import torch.fx as fx
 
-from lego_core.capture import Graph, module_type
+from lego_core.capture import Graph
 from lego_core.fusion.groups import FusionGroup, partition
 from lego_core.subproblem import SubProblem, make_subproblem
 
@@ -101,9 +101,10 @@ class FusionTree:
         return [n for n in self.walk() if isinstance(n, OrNode) and n.is_leaf]
 
 
-def _module_chain(node: fx.Node) -> list[str]:
+def _module_chain(node: fx.Node) -> list[tuple[str, str]]:
+    """(path, class name) of the modules a node was called in, outermost first."""
     stack = node.meta.get("nn_module_stack") or {}
-    return [path for path, _ in stack.values() if path]
+    return [(path, str(getattr(typ, "__name__", typ)).rsplit(".", 1)[-1]) for path, typ in stack.values() if path]
 
 
 def build_tree(graph: Graph) -> FusionTree:
@@ -115,6 +116,7 @@ def build_tree(graph: Graph) -> FusionTree:
 
     outputs = graph.output_nodes
     root_sub = make_subproblem("sp_model", graph.compute_nodes, outputs, "region", label="Model")
+    root_sub.module_path = ""
     root = OrNode(next_id("or"), root_sub, None)
     _expand(root, depth=0, outputs=outputs, next_id=next_id)
     return FusionTree(root)
@@ -126,9 +128,12 @@ def _expand(node: OrNode, depth: int, outputs: list[fx.Node], next_id) -> None:
         split = AndNode(next_id("and"), node.id, "by module hierarchy")
         node.children.append(split)
         for key, nodes in runs:
-            label = f"{key} ({module_type(nodes[0]) if key else 'glue'})" if key else f"{node.sub.module_path or 'model'} (own ops)"
             child_id = next_id("or")
-            child = OrNode(child_id, make_subproblem(f"sp{child_id[2:]}", nodes, outputs, "region", label=label), node.id)
+            path = key[0] if key is not None else node.sub.module_path
+            label = f"{key[0]} ({key[1]})" if key is not None else f"{path or 'model'} (own ops)"
+            sub = make_subproblem(f"sp{child_id[2:]}", nodes, outputs, "region", label=label)
+            sub.module_path = path
+            child = OrNode(child_id, sub, split.id)
             split.children.append(child)
             if key is not None:
                 _expand(child, depth + 1, outputs, next_id)
@@ -138,8 +143,9 @@ def _expand(node: OrNode, depth: int, outputs: list[fx.Node], next_id) -> None:
     _split_groups(node, outputs, next_id)
 
 
-def _module_runs(nodes: list[fx.Node], depth: int) -> list[tuple[str | None, list[fx.Node]]]:
-    """Maximal consecutive runs of nodes by their module at ``depth`` (None: the region's own ops)."""
+def _module_runs(nodes: list[fx.Node], depth: int) -> list[tuple[tuple[str, str] | None, list[fx.Node]]]:
+    """Maximal consecutive runs of nodes by their module (path, class) at
+    ``depth`` (None: the region's own ops)."""
     runs: list[tuple[str | None, list[fx.Node]]] = []
     for n in nodes:
         chain = _module_chain(n)
@@ -161,7 +167,7 @@ def _split_groups(node: OrNode, outputs: list[fx.Node], next_id) -> None:
     for group in groups:
         child_id = next_id("or")
         sub = make_subproblem(f"sp{child_id[2:]}", group.nodes, outputs, group.kind, group=group)
-        split.children.append(OrNode(child_id, sub, node.id))
+        split.children.append(OrNode(child_id, sub, split.id))
 
 
 def _make_leaf(node: OrNode, group: FusionGroup) -> None:

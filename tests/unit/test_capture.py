@@ -226,12 +226,6 @@ def test_constant_tensor_attributes_are_lifted_as_constants(tmp_path):
         assert torch.allclose(env[graph.output_nodes[0].name], problem.model(*inputs))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: torch.export (2.13) makes a non-tensor forward argument a USER_INPUT placeholder "
-    "(ConstantArgument), so Graph.sources counts it, but placeholder_values indexes a list of the "
-    "tensor inputs only: IndexError (or the wrong tensor) for get_inputs() = [x, 2, y]",
-)
 def test_graph_run_with_an_int_forward_argument(tmp_path):
     problem, graph = capture_source(
         tmp_path,
@@ -365,11 +359,6 @@ def test_data_dependent_control_flow_is_a_readable_problem_error(tmp_path):
     assert str(err).startswith("branchy.py")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG (missing line): torch's exception traceback names branchy.py line 7 (`if x.sum() > 0:`), "
-    "but capture_graph raises ProblemError with line=None",
-)
 def test_data_dependent_control_flow_error_names_the_line(tmp_path):
     path = tmp_path / "branchy.py"
     path.write_text(DATA_DEPENDENT)

@@ -206,11 +206,6 @@ def get_init_inputs():
 """
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a model file that calls sys.exit(0) at import makes `python -m lego_core optimize` exit 0 "
-    "silently with no output folder: the child sends SystemExit back and the parent re-raises it",
-)
 def test_model_calling_sys_exit_is_reported_as_an_error(tmp_path):
     path = tmp_path / "exits.py"
     path.write_text(SYS_EXIT_MODEL)
@@ -238,11 +233,6 @@ def get_init_inputs():
 """
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a model whose get_inputs() holds a non-tensor (an int) crashes the optimizer with an IndexError "
-    "in capture.Graph.placeholder_values, and the CLI shows a raw traceback instead of exiting 3 with a message",
-)
 def test_internal_error_exits_3_without_a_traceback(tmp_path):
     path = tmp_path / "intarg.py"
     path.write_text(INT_ARG_MODEL)

@@ -508,8 +508,6 @@ def test_forward_output_not_a_tensor(tmp_path, returned, typename):
     assert "single torch.Tensor" in err.hint
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: SystemExit (sys.exit/exit() in the user's file) is a BaseException that "
-                   "_call_user does not catch; load_problem lets it escape instead of raising ProblemError")
 def test_sys_exit_at_import_is_a_problem_error(tmp_path):
     source = "import sys\nimport torch\nimport torch.nn as nn\nsys.exit(0)  # <-\n" + IDENTITY_MODEL + TAIL
     path = write(tmp_path, "exits.py", source)
@@ -523,9 +521,6 @@ def test_sys_exit_at_import_is_a_problem_error(tmp_path):
         pytest.fail("no error")
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: ProblemError promises a one-line str(), but the message embeds the user "
-                   "exception's text verbatim; e.g. --set batch_size=2.5 on an int constant gives torch's multi-line "
-                   "'randn() received an invalid combination of arguments' text")
 def test_problem_error_str_is_one_line_for_a_float_size_override(tmp_path):
     source = """\
         import torch
@@ -591,8 +586,6 @@ def test_cuda_without_a_gpu(tmp_path):
 
 
 @needs_no_cuda
-@pytest.mark.xfail(strict=True, reason="BUG: the 'device cuda without a GPU' ProblemError is raised without the path, "
-                   "so unlike every other load error its message does not name the file")
 def test_cuda_without_a_gpu_names_the_file(tmp_path):
     load_error(tmp_path, "good.py", GOOD, device="cuda")
 
