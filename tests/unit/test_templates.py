@@ -33,7 +33,7 @@ from lego_core.agents.template.codegen import generate
 from lego_core.agents.template.expressions import Unsupported
 from lego_core.capture import Graph, capture_graph
 from lego_core.problem import Problem, ProblemSpec, load_problem
-from lego_core.search import load_module
+from lego_core.search import leaf_input_sets, load_module
 from lego_core.tree import FusionTree, OrNode, build_tree
 from lego_core.verify import VerifyReport, calls_back_into_reference, verify
 
@@ -75,12 +75,11 @@ class Built:
     work: Path
 
     def input_sets(self, leaf: OrNode, seeds=SEEDS) -> list[list[torch.Tensor]]:
-        """Boundary inputs of ``leaf`` for each seed, as the search builds them."""
-        sets = []
-        for seed in seeds:
-            env = self.graph.run(self.problem.model, self.problem.make_inputs(seed))
-            sets.append([env[n.name] for n in leaf.sub.inputs])
-        return sets
+        """Boundary inputs of ``leaf`` for each seed, as the search builds them
+        (``search.leaf_input_sets``: parameters perturbed in all sets but the first)."""
+        activations = [self.graph.run(self.problem.model, self.problem.make_inputs(seed)) for seed in seeds]
+        parameters = {name for name, src in self.graph.sources.items() if src.kind == "parameter"}
+        return leaf_input_sets(leaf, activations, parameters, tuple(seeds))
 
     def boundary_values(self, leaf: OrNode, seed: int) -> tuple[list, list]:
         """(inputs, eager outputs) of ``leaf`` at ``seed``."""
@@ -464,6 +463,24 @@ ROW_CASES = [
         "row_reduction",
         problem_source("return x.amax(dim=-1)", "torch.randn(3, 4, 30)"),
         ("aten.amax.default",),
+    ),
+    Case(
+        "amax_of_permuted_input_strided_rows_output",  # eager's [5, 3] result has strides (1, 5)
+        "row_reduction",
+        problem_source("return x.permute(1, 0, 2).amax(-1) * 2", "torch.randn(3, 5, 30)"),
+        ("aten.amax.default",),
+        layout=True,
+    ),
+    Case(
+        "permuted_input_two_strided_outputs",  # per-row max [5,3,1] and exp(y - max) [5,3,30], both permuted
+        "row_reduction",
+        problem_source(
+            "y = x.permute(1, 0, 2)\nm = y.amax(-1, keepdim=True)\ne = torch.exp(y - m)\nreturn torch.cumsum(e, -1) + m",
+            "torch.randn(3, 5, 30)",
+        ),
+        ("aten.amax.default", "aten.exp.default"),
+        layout=True,
+        n_outputs=2,
     ),
     Case(
         "row_of_a_1d_tensor",
