@@ -36,10 +36,10 @@ def _fmt(x, spec: str = ".3f") -> str:
     return "-" if x is None else format(x, spec)
 
 
-def run_one(name: str, dtype: str, device: str, tiny: dict | None, out_root: Path, compile_: bool, timeout: float) -> dict:
+def run_one(name: str, dtype: str, device: str, tiny: dict | None, out_root: Path, compile_: bool, timeout: float, force_triton: bool = False) -> dict:
     overrides = tiny.get(f"{name}.py", {}) if tiny is not None else {}
     spec = ProblemSpec(str(MODELS_DIR / f"{name}.py"), overrides, dtype, device)
-    config = OptimizeConfig(compare_compile=compile_, timeout_s=timeout)
+    config = OptimizeConfig(compare_compile=compile_, timeout_s=timeout, force_triton=force_triton)
     started = time.time()
     try:
         report = optimize(spec, out_root / f"{name}-{dtype}-{device}", config)
@@ -80,13 +80,14 @@ def main() -> int:
     parser.add_argument("--no-compile", action="store_true")
     parser.add_argument("--timeout", type=float, default=900.0, help="per model, seconds")
     parser.add_argument("--json", default=None)
+    parser.add_argument("--force-triton", action="store_true", help="choose every verified Triton kernel (checks them all in the composed model)")
     args = parser.parse_args()
     tiny = json.loads((MODELS_DIR / "tiny.json").read_text()) if args.tiny else None
     names = args.models or sorted(p.stem for p in MODELS_DIR.glob("*.py"))
     rows = []
     for dtype in args.dtype:
         for name in names:
-            row = run_one(name, dtype, args.device, tiny, Path(args.out), not args.no_compile, args.timeout)
+            row = run_one(name, dtype, args.device, tiny, Path(args.out), not args.no_compile, args.timeout, args.force_triton)
             status = "ok" if row["ok"] else row["error"]
             print(f"[{time.strftime('%H:%M:%S')}] {name} {dtype}: {status} ({row['wall_s']:.0f} s)", flush=True)
             rows.append(row)
