@@ -46,6 +46,8 @@ from typing import Any, Iterable, Sequence
 
 import torch
 
+from lego_core.dtypes import as_dtype  # noqa: F401 - part of this module's API
+
 MS_PER_S = 1e3
 
 
@@ -102,24 +104,6 @@ def get_target(target: str | GpuTarget) -> GpuTarget:
 # dtypes and bytes
 # --------------------------------------------------------------------------
 
-_DTYPE_ALIASES = {
-    "fp64": torch.float64, "double": torch.float64, "fp32": torch.float32, "float": torch.float32,
-    "fp16": torch.float16, "half": torch.float16, "bf16": torch.bfloat16,
-}
-
-
-def as_dtype(dtype: torch.dtype | str) -> torch.dtype:
-    """``torch.float32`` from a torch dtype or a name (``"fp32"``, ``"bf16"``,
-    ``"torch.int64"``, ``"float16"``).  ``ValueError`` if unknown."""
-    if isinstance(dtype, torch.dtype):
-        return dtype
-    name = str(dtype).strip().lower().removeprefix("torch.")
-    if name in _DTYPE_ALIASES:
-        return _DTYPE_ALIASES[name]
-    found = getattr(torch, name, None)
-    if isinstance(found, torch.dtype):
-        return found
-    raise ValueError(f"unknown dtype {dtype!r}")
 
 
 def dtype_bytes(dtype: torch.dtype | str) -> int:

@@ -23,11 +23,6 @@ import torch
 
 from lego_core.spec import DEVICES, DTYPE_NAMES, ProblemError, ProblemSpec, parse_overrides  # noqa: F401 - re-exported
 
-DTYPES: dict[str, torch.dtype] = {
-    "fp32": torch.float32,
-    "bf16": torch.bfloat16,
-    "fp16": torch.float16,
-}
 REQUIRED_NAMES = ("Model", "get_inputs", "get_init_inputs")
 
 

@@ -56,9 +56,9 @@ class ProblemSpec:
     @property
     def torch_dtype(self):
         """The torch dtype (imports torch)."""
-        import torch
+        from lego_core.dtypes import as_dtype
 
-        return {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[self.dtype]
+        return as_dtype(self.dtype)
 
     @property
     def name(self) -> str:

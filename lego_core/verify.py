@@ -40,6 +40,8 @@ from typing import Callable, Sequence
 
 import torch
 
+from lego_core.dtypes import as_dtype  # noqa: F401 - part of this module's API
+
 Tensor = torch.Tensor
 Candidate = Callable[[list[Tensor], "list[Tensor] | None"], list[Tensor]]
 Reference = Callable[[list[Tensor]], list[Tensor]]
@@ -109,26 +111,6 @@ for _name, _tol in (("float8_e4m3fn", Tolerance(0.125, 0.25, 0.1)), ("float8_e5m
 
 EXACT = Tolerance(atol=0.0, rtol=0.0, norm_rel=0.0)
 
-_DTYPE_NAMES: dict[str, torch.dtype] = {
-    "fp64": torch.float64, "float64": torch.float64, "double": torch.float64,
-    "fp32": torch.float32, "float32": torch.float32, "float": torch.float32,
-    "fp16": torch.float16, "float16": torch.float16, "half": torch.float16,
-    "bf16": torch.bfloat16, "bfloat16": torch.bfloat16,
-}
-
-
-def as_dtype(dtype: torch.dtype | str) -> torch.dtype:
-    """``torch.float32`` from a torch dtype or a name (``"fp32"``, ``"bf16"``,
-    ``"float16"``, ``"torch.int64"``...).  Raises ``ValueError`` if unknown."""
-    if isinstance(dtype, torch.dtype):
-        return dtype
-    name = str(dtype).strip().lower().removeprefix("torch.")
-    if name in _DTYPE_NAMES:
-        return _DTYPE_NAMES[name]
-    found = getattr(torch, name, None)
-    if isinstance(found, torch.dtype):
-        return found
-    raise ValueError(f"unknown dtype {dtype!r}: use a torch.dtype or one of fp32, bf16, fp16")
 
 
 def tolerances(dtype: torch.dtype | str) -> Tolerance:

@@ -13,6 +13,8 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from lego_core import spec as lego_spec
+
 
 def upload_path(run: "Run", filename: str) -> str:
     return f"runs/{run.id}/upload/{Path(filename).name}"
@@ -25,8 +27,8 @@ class Run(models.Model):
         FINISHED = "finished"
         FAILED = "failed"
 
-    DTYPES = [("fp32", "fp32"), ("bf16", "bf16"), ("fp16", "fp16")]
-    DEVICES = [("cpu", "cpu"), ("cuda", "cuda")]
+    DTYPES = [(name, name) for name in lego_spec.DTYPE_NAMES]
+    DEVICES = [(name, name) for name in lego_spec.DEVICES]
     ACTIVE_STATES = (State.QUEUED, State.RUNNING)
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
