@@ -14,7 +14,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from lego_core.config import OptimizeConfig
-from lego_core.errors import OptimizeError
 from lego_core.events import RunFailed, Sink, null_sink
 from lego_core.spec import ProblemError, ProblemSpec
 from lego_core.sandbox import ChildCrashed, run_in_child

@@ -109,6 +109,8 @@ def _write_constants(out_dir: Path, graph: Graph) -> None:
     constants = {name: graph.ep.constants[src.target] for name, src in graph.sources.items() if src.kind == "constant"}
     if constants:
         torch.save({k: v.detach().cpu() for k, v in constants.items()}, out_dir / "constants.pt")
+    else:
+        (out_dir / "constants.pt").unlink(missing_ok=True)  # from an earlier run into the same folder
 
 
 def model_source(graph: Graph, tree: FusionTree, problem, run_id: str, kernel_files: list[str]) -> str:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import platform
-import shutil
 import tempfile
 import time
 import uuid
@@ -95,9 +94,3 @@ def _versions() -> dict:
 
     return {"torch": torch.__version__, "triton": triton.__version__, "python": platform.python_version()}
 
-
-def clean_output(out_dir: Path) -> None:
-    """Remove a previous run's files from ``out_dir`` (used by the CLI's --force)."""
-    for name in ("optimized_model.py", "reference_model.py", "report.json", "constants.pt"):
-        (out_dir / name).unlink(missing_ok=True)
-    shutil.rmtree(out_dir / "kernels", ignore_errors=True)

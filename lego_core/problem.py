@@ -12,7 +12,6 @@ Usage: ``python -m lego_core.problem MODEL.py [k=v ...]`` prints what loads.
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import sys
 import traceback
 import types

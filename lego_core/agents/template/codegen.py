@@ -27,7 +27,7 @@ from pathlib import Path
 import jinja2
 import torch.fx as fx
 
-from lego_core.capture import ValueInfo, op_name, value_info
+from lego_core.capture import ValueInfo, op_name
 from lego_core.fusion.groups import Role, broadcasts_to
 from lego_core.subproblem import SubProblem
 from lego_core.agents.template.expressions import (
