@@ -4,7 +4,8 @@ Public API: ``optimize``, ``ProblemSpec``, ``ProblemError``,
 ``parse_overrides``, ``OptimizeConfig``, ``OptimizeError`` and the events in
 ``lego_core.events``.  This package never imports Django.
 """
-from lego_core.api import OptimizeError, optimize
+from lego_core.api import optimize
+from lego_core.errors import OptimizeError
 from lego_core.config import OptimizeConfig
 from lego_core.spec import ProblemError, ProblemSpec, parse_overrides
 from lego_core.sandbox import ChildCrashed
