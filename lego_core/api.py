@@ -11,6 +11,7 @@ imports and runs the user's model file; progress arrives at ``sink`` as
 """
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from lego_core.config import OptimizeConfig
@@ -44,7 +45,8 @@ def optimize(
     out_dir = str(Path(out_dir).resolve())
     try:
         if isolate:
-            return run_in_child(run_pipeline, (spec, out_dir, config), sink, timeout_s=config.timeout_s)
+            clock = _LoadClock(spec, config.load_timeout_s, sink)
+            return run_in_child(run_pipeline, (spec, out_dir, config), clock, timeout_s=config.timeout_s, watchdog=clock.overdue)
         return run_pipeline(spec, out_dir, config, sink)
     except ProblemError as exc:
         sink(RunFailed(error_type="ProblemError", message=str(exc), path=exc.path, line=exc.line, hint=exc.hint))
@@ -55,3 +57,29 @@ def optimize(
     except Exception as exc:
         sink(RunFailed(error_type=type(exc).__name__, message=str(exc)))
         raise
+
+
+class _LoadClock:
+    """Forwards events, and notices when loading the user's file (import,
+    get_inputs, building and running the model) takes longer than
+    ``limit_s``: an endless loop there is the file's fault, not the run's."""
+
+    def __init__(self, spec: ProblemSpec, limit_s: float | None, sink: Sink):
+        self.spec, self.limit_s, self.sink = spec, limit_s, sink
+        self.started = time.monotonic()
+        self.loading = True
+
+    def __call__(self, event) -> None:
+        if event.type == "stage_started" and event.stage != "load":
+            self.loading = False
+        self.sink(event)
+
+    def overdue(self) -> ProblemError | None:
+        if self.loading and self.limit_s is not None and time.monotonic() - self.started > self.limit_s:
+            return ProblemError(
+                f"loading the file did not finish within {self.limit_s:g} s (importing it, calling get_inputs() and "
+                "get_init_inputs(), building Model and running forward once).",
+                self.spec.path,
+                hint="look for an endless loop or very large sizes; lower the sizes with overrides.",
+            )
+        return None

@@ -83,12 +83,14 @@ def summary_table(report: dict) -> Table:
 def triton_table(report: dict) -> Table:
     table = Table(title="Sub-problems implemented by generated Triton kernels")
     for col in ("id", "region", "ops", "max error", "time (ms)", "library (ms)"):
-        table.add_column(col)
+        table.add_column(col, overflow="fold")
     for sp in report["subproblems"]:
         if sp["implementation"] != "triton":
             continue
         ops = ", ".join(dict.fromkeys(o.split(".")[1] for o in sp["ops"]))
-        table.add_row(sp["id"], sp["label"], ops, f"{sp['max_abs_error']:.2g}", f"{sp['time_ms']:.4f} {sp['time_kind'][0]}", f"{sp['baseline_ms']:.4f}")
+        table.add_row(sp["id"], sp["label"], ops, f"{sp['max_abs_error']:.2g}", f"{sp['time_ms']:.4f}", f"{sp['baseline_ms']:.4f}")
+    kinds = {sp["time_kind"] for sp in report["subproblems"] if sp["implementation"] == "triton"}
+    table.caption = "times: " + " and ".join(sorted(kinds)) + (" by the cost model" if kinds == {"estimated"} else "")
     return table
 
 
@@ -99,6 +101,9 @@ def run_optimize(args: argparse.Namespace, console: Console) -> int:
         console.print(f"[red]error:[/red] {exc}")
         return 1
     out = Path(args.out or Path("lego_out") / Path(args.model).stem)
+    if out.exists() and not out.is_dir():
+        console.print(f"[red]error:[/red] --out {out}: this is a file, not a folder. Fix: name a new or existing folder.")
+        return 1
     config = OptimizeConfig(use_triton=not args.no_triton, compare_compile=not args.no_compile, timeout_s=args.timeout)
     view = ProgressView(console)
     try:
@@ -117,7 +122,7 @@ def run_optimize(args: argparse.Namespace, console: Console) -> int:
     if report["summary"]["triton"]:
         console.print(triton_table(report))
     console.print(summary_table(report))
-    console.print(f"output: {out.resolve()} (optimized_model.py, kernels/, report.json)")
+    console.print(f"output: {out.resolve()} (optimized_model.py, reference_model.py, kernels/, tests/, report.json)")
     return 0
 
 

@@ -117,7 +117,11 @@ def model_source(graph: Graph, tree: FusionTree, problem, run_id: str, kernel_fi
     """Source of ``optimized_model.py``."""
     spec = problem.spec
     user_inputs = [n for n in graph.placeholders if graph.sources[n.name].kind == "input"]
-    shapes = [tuple(n.meta["val"].shape) for n in user_inputs if isinstance(n.meta.get("val"), torch.Tensor)]
+    example = problem.make_inputs(0)
+    inputs_decl = [
+        ("tensor", tuple(x.shape), str(x.dtype)) if isinstance(x, torch.Tensor) else ("value", x) for x in example
+    ]
+    shapes = [tuple(x.shape) for x in example if isinstance(x, torch.Tensor)]
     overrides = "".join(f"reference_model.{k} = {v!r}  # override used when optimizing\n" for k, v in spec.overrides.items())
     settings = ", ".join([f"{k}={v}" for k, v in spec.overrides.items()] + [spec.dtype, spec.device])
     dtype_arg = "" if spec.dtype == "fp32" else f", {problem.spec.torch_dtype}"
@@ -140,10 +144,11 @@ def model_source(graph: Graph, tree: FusionTree, problem, run_id: str, kernel_fi
     for path in kernel_files:
         name = Path(path).stem
         parts.append(f'{name} = _load("lego_kernel_{run_id}_{name}", "{path}")\n')
-    parts.append(f"\nINPUT_SHAPES = {[tuple(s) for s in shapes]!r}\n")
+    parts.append(f"\n# what the plan was made for: (\"tensor\", shape, dtype) or (\"value\", the Python value)\nINPUTS = {inputs_decl!r}\n")
+    parts.append(CHECKS)
     body, functions = _forward_body(graph, tree)
     parts += ["\n\n" + f for f in functions]
-    parts.append(_model_class(graph, user_inputs, body))
+    parts.append(_model_class(graph, user_inputs, [isinstance(x, torch.Tensor) for x in example], body))
     return "".join(parts)
 
 
@@ -172,26 +177,31 @@ def _forward_body(graph: Graph, tree: FusionTree) -> tuple[list[str], list[str]]
     return lines, functions
 
 
-def _model_class(graph: Graph, user_inputs: list[fx.Node], body: list[str]) -> str:
-    args = ", ".join(n.name for n in user_inputs)
+def _model_class(graph: Graph, user_inputs: list[fx.Node], is_tensor: list[bool], body: list[str]) -> str:
+    # torch.export keeps non-tensor arguments as placeholders in recent
+    # versions and drops them (specialised) in older ones
+    if len(user_inputs) == len(is_tensor):
+        positions = list(range(len(is_tensor)))
+    else:
+        positions = [k for k, tensor in enumerate(is_tensor) if tensor]
+    names = ", ".join(f"inputs[{k}]" for k in positions)
     lines = [
         "\n\nclass ModelNew(Model):",
-        '    """The original Model with its forward replaced by the optimized plan."""',
+        '    """The original Model with its forward replaced by the optimized plan (eval mode)."""',
+        "",
+        "    def __init__(self, *args, **kwargs):",
+        "        super().__init__(*args, **kwargs)",
+        "        self.eval()  # the plan implements the inference (eval-mode) forward",
     ]
     if any(src.kind == "constant" for src in graph.sources.values()):
-        lines += [
-            "",
-            "    def __init__(self, *args, **kwargs):",
-            "        super().__init__(*args, **kwargs)",
-            '        self._lego_constants = torch.load(_HERE / "constants.pt")',
-        ]
+        lines.append('        self._lego_constants = torch.load(_HERE / "constants.pt")')
     lines += [
         "",
-        f"    def forward(self, {args}):",
-        f"        shapes = [tuple(t.shape) for t in ({args},) if isinstance(t, torch.Tensor)]",
-        "        if shapes != INPUT_SHAPES:",
-        '            raise ValueError(f"ModelNew was optimized for input shapes {INPUT_SHAPES}, got {shapes}; run LEGO again with --set for these sizes")',
+        "    def forward(self, *inputs):",
+        "        check_call(self, inputs)",
     ]
+    if user_inputs:
+        lines.append(f"        {', '.join(n.name for n in user_inputs)}, = {names},")
     for node in graph.placeholders:
         src = graph.sources[node.name]
         if src.kind == "parameter":
@@ -199,8 +209,32 @@ def _model_class(graph: Graph, user_inputs: list[fx.Node], body: list[str]) -> s
         elif src.kind == "buffer":
             lines.append(f"        {node.name} = self.get_buffer({src.target!r})")
         elif src.kind == "constant":
-            lines.append(f"        {node.name} = self._lego_constants[{node.name!r}].to({user_inputs[0].name}.device)")
+            lines.append(f"        {node.name} = self._lego_constants[{node.name!r}].to(inputs[0].device)")
     lines += [f"        {line}" for line in body]
     out = graph.output_nodes
     lines.append(f"        return {out[0].name}")
     return "\n".join(lines) + "\n"
+
+
+CHECKS = '''
+
+_TRAIN_SENSITIVE = (torch.nn.modules.batchnorm._BatchNorm, torch.nn.modules.dropout._DropoutNd)
+
+
+def check_call(model, inputs):
+    """Raise ValueError unless ``inputs`` are what the plan was made for: same
+    count, tensor shapes and dtypes, the same Python values (torch.export
+    specialised them), and eval mode where the model has BatchNorm or Dropout."""
+    if model.training and any(isinstance(m, _TRAIN_SENSITIVE) for m in model.modules()):
+        raise ValueError("ModelNew implements the eval-mode forward (BatchNorm statistics, no dropout); call .eval() first")
+    if len(inputs) != len(INPUTS):
+        raise ValueError(f"ModelNew takes {len(INPUTS)} inputs, got {len(inputs)}")
+    for k, (x, (kind, *spec)) in enumerate(zip(inputs, INPUTS)):
+        if kind == "value":
+            if x != spec[0]:
+                raise ValueError(f"input {k} was {spec[0]!r} when ModelNew was optimized and is baked into its kernels; got {x!r}. Run LEGO again with this value")
+            continue
+        if not isinstance(x, torch.Tensor) or tuple(x.shape) != spec[0] or str(x.dtype) != spec[1]:
+            got = f"{str(x.dtype).removeprefix('torch.')}{list(x.shape)}" if isinstance(x, torch.Tensor) else repr(x)
+            raise ValueError(f"input {k} must be {spec[1].removeprefix('torch.')}{list(spec[0])} as optimized, got {got}; run LEGO again with --set for other sizes, or cast the input")
+'''

@@ -18,7 +18,8 @@ class OptimizeConfig:
     call (a baseline).  ``timing``: ``auto`` measures on a GPU and estimates
     without one; ``estimate`` always uses the cost model.  ``target_gpu``: the
     GPU the cost model describes.  ``timeout_s``: wall-clock limit of the whole
-    run in seconds (None: no limit).  ``compare_compile``: on a GPU, also time
+    run in seconds (None: no limit).  ``load_timeout_s``: limit on loading
+    the user's file (import, get_inputs, building and running the model once).  ``compare_compile``: on a GPU, also time
     torch.compile of the original model for the report.  ``force_triton``:
     choose every verified Triton candidate whatever its cost (tests use it to
     exercise every generated kernel in the composed model).
@@ -30,6 +31,7 @@ class OptimizeConfig:
     timing: str = "auto"
     target_gpu: str = "H200"
     timeout_s: float | None = None
+    load_timeout_s: float | None = 300.0
     compare_compile: bool = True
     force_triton: bool = False
 

@@ -11,6 +11,7 @@ Usage: ``python -m lego_core.problem MODEL.py [k=v ...]`` prints what loads.
 """
 from __future__ import annotations
 
+import ast
 import dataclasses
 import sys
 import traceback
@@ -79,9 +80,9 @@ def load_problem(spec: ProblemSpec) -> Problem:
             )
     if not (isinstance(module.Model, type) and issubclass(module.Model, torch.nn.Module)):
         raise ProblemError("`Model` is not a subclass of torch.nn.Module.", path, hint="define `class Model(nn.Module)`.")
-    constants = _apply_overrides(module, spec.overrides, path)
+    constants = _apply_overrides(module, spec.overrides, path, source)
     if spec.device == "cuda" and not torch.cuda.is_available():
-        raise ProblemError("device cuda was asked for, but this machine has no usable CUDA GPU.", path, hint="use --device cpu.")
+        raise ProblemError("device cuda was asked for, but this machine has no usable CUDA GPU.", path, hint="choose device cpu.")
     init_inputs = _as_list(_call_user(path, "get_init_inputs()", module.get_init_inputs), path, "get_init_inputs()")
     torch.manual_seed(0)
     model = _call_user(path, "Model(*get_init_inputs())", lambda: module.Model(*init_inputs))
@@ -97,7 +98,7 @@ def _read_source(path: str) -> str:
     except FileNotFoundError:
         raise ProblemError("no such file.", path, hint="check the path of the model file.") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise ProblemError(f"cannot read the file ({exc}).", path, hint="upload a UTF-8 Python file.") from None
+        raise ProblemError(f"cannot read the file ({exc}).", path, hint="give a UTF-8 Python file.") from None
 
 
 def _import_source(path: str, source: str) -> types.ModuleType:
@@ -113,7 +114,16 @@ def _import_source(path: str, source: str) -> types.ModuleType:
     return module
 
 
-def _apply_overrides(module: types.ModuleType, overrides: dict, path: str) -> dict:
+def _constant_line(source: str, name: str) -> int | None:
+    """Line of the module-level assignment ``name = ...`` in ``source``."""
+    for stmt in ast.parse(source).body:
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(stmt, ast.AnnAssign) else []
+        if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+            return stmt.lineno
+    return None
+
+
+def _apply_overrides(module: types.ModuleType, overrides: dict, path: str, source: str) -> dict:
     constants = {
         key: value
         for key, value in vars(module).items()
@@ -123,9 +133,17 @@ def _apply_overrides(module: types.ModuleType, overrides: dict, path: str) -> di
         if name not in constants:
             known = ", ".join(sorted(constants)) or "none"
             raise ProblemError(
-                f"--set {name}={value}: the file has no module-level constant `{name}`.",
+                f"override {name}={value}: the file has no module-level constant `{name}`.",
                 path,
                 hint=f"override one of: {known}.",
+            )
+        original = constants[name]
+        if isinstance(original, int) and not isinstance(original, bool) and not (isinstance(value, int) and not isinstance(value, bool)):
+            raise ProblemError(
+                f"override {name}={value}: `{name}` is an integer constant ({name} = {original} in the file).",
+                path,
+                _constant_line(source, name),
+                hint=f"give {name} a whole number.",
             )
         setattr(module, name, value)
         constants[name] = value
@@ -181,6 +199,13 @@ def _check_forward(problem: Problem) -> None:
             problem.spec.path,
             hint="return a single torch.Tensor from forward (LEGO optimizes single-output models).",
         )
+    for k, x in enumerate(inputs):
+        if isinstance(x, torch.Tensor) and x.numel() == 0:
+            raise ProblemError(
+                f"get_inputs() gives input {k} the empty shape {list(x.shape)}: there is nothing to optimize.",
+                problem.spec.path,
+                hint="give every size constant a value of at least 1.",
+            )
 
 
 def main(argv: list[str]) -> int:

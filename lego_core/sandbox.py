@@ -13,9 +13,11 @@ a child that dies (signal, out of memory, ``os._exit``) becomes a
 from __future__ import annotations
 
 import ctypes
+import logging
 import multiprocessing as mp
 import os
 import resource
+import signal
 import time
 import traceback
 import warnings
@@ -30,12 +32,21 @@ class ChildCrashed(RuntimeError):
     """The child process ended without a result (killed, crashed, timed out)."""
 
 
-def run_in_child(target: Callable[..., Any], args: tuple, sink: Sink | None = None, timeout_s: float | None = None) -> Any:
+def run_in_child(
+    target: Callable[..., Any],
+    args: tuple,
+    sink: Sink | None = None,
+    timeout_s: float | None = None,
+    watchdog: Callable[[], BaseException | None] | None = None,
+) -> Any:
     """Call ``target(*args, emit)`` in a spawned child process.
 
     ``emit`` is a callable the child uses for events; each is delivered to
     ``sink`` in the parent.  ``timeout_s`` (seconds, None for no limit) kills
-    the child and raises ChildCrashed when exceeded.  Exceptions from the
+    the child and raises ChildCrashed when exceeded.  ``watchdog()`` is
+    called several times a second; when it returns an exception the child is
+    killed and that exception raised (a per-stage time limit, say).
+    Exceptions from the
     child are re-raised with their type when they pickle, else as
     RuntimeError with the child's traceback text.
     """
@@ -46,7 +57,7 @@ def run_in_child(target: Callable[..., Any], args: tuple, sink: Sink | None = No
     child.start()
     sender.close()  # the parent keeps only the reading end
     try:
-        return _pump(child, receiver, sink, timeout_s)
+        return _pump(child, receiver, sink, timeout_s, watchdog)
     finally:
         if child.is_alive():
             child.kill()
@@ -54,11 +65,14 @@ def run_in_child(target: Callable[..., Any], args: tuple, sink: Sink | None = No
         receiver.close()
 
 
-def _pump(child: mp.Process, receiver: Any, sink: Sink, timeout_s: float | None) -> Any:
+def _pump(child: mp.Process, receiver: Any, sink: Sink, timeout_s: float | None, watchdog) -> Any:
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     while True:
         if deadline is not None and time.monotonic() > deadline:
-            raise ChildCrashed(f"the optimizer ran past its time limit of {timeout_s:.0f} s and was stopped.")
+            raise ChildCrashed(f"the optimizer ran past its time limit of {timeout_s:g} s and was stopped.")
+        alarm = watchdog() if watchdog is not None else None
+        if alarm is not None:
+            raise alarm
         if not receiver.poll(0.2):
             continue
         try:
@@ -76,17 +90,17 @@ def _pump(child: mp.Process, receiver: Any, sink: Sink, timeout_s: float | None)
 
 def _death_message(exitcode: int | None) -> str:
     if exitcode is not None and exitcode < 0:
-        import signal
-
         name = signal.Signals(-exitcode).name
         return f"the optimizer process was killed by {name} (out of memory or a crash in native code)."
     return f"the optimizer process exited with code {exitcode} without a result."
 
 
 def _child_main(target: Callable[..., Any], args: tuple, sender: Any) -> None:
+    _die_with_parent()
     _limit_resources()
     _isolate_network()
     warnings.filterwarnings("ignore", message=".*LeafSpec.*")  # torch.export's own deprecation noise
+    logging.getLogger("torch").setLevel(logging.ERROR)  # torch.export's warnings are not the user's business
 
     def emit(event: Event) -> None:
         sender.send((_EVENT, event))
@@ -111,6 +125,17 @@ def _picklable(exc: BaseException) -> BaseException:
     except Exception:  # noqa: BLE001
         text = "".join(traceback.format_exception(exc))
         return RuntimeError(f"{type(exc).__name__}: {exc}\n{text}")
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to SIGKILL this process when its parent dies (a killed
+    worker must not leave a model running); a no-op elsewhere."""
+    pr_set_pdeathsig = 1
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass
 
 
 def _limit_resources() -> None:

@@ -29,7 +29,8 @@ class ProblemError(Exception):
         where = ""
         if self.path:
             where = f"{Path(self.path).name}:{self.line}: " if self.line else f"{Path(self.path).name}: "
-        return f"{where}{self.message}" + (f" Fix: {self.hint}" if self.hint else "")
+        message = self.message if self.message.rstrip().endswith((".", "!", "?")) else self.message.rstrip() + "."
+        return f"{where}{message}" + (f" Fix: {self.hint}" if self.hint else "")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -62,7 +62,7 @@ def test_a_problem_error_fails_the_run_with_message_and_line(make_run, fake_opti
     run.refresh_from_db()
     assert run.state == "failed"
     assert run.error_line == 6
-    assert run.error_message == "model.py:6: invalid syntax Fix: fix the line"
+    assert run.error_message == "model.py:6: invalid syntax. Fix: fix the line"
     assert list(run.events.values_list("type", flat=True)) == ["run_failed"]  # not recorded twice
 
 
