@@ -176,8 +176,24 @@ def op_name(node: fx.Node) -> str:
     return str(target)
 
 
+# Whole recurrent layers have no fused replacement here; decomposed, an LSTM
+# becomes thousands of tiny ops per sequence.  They stay one library call
+# (cuDNN on a GPU).  Cells (aten.lstm_cell) still decompose and can fuse.
+KEPT_WHOLE = ("aten.lstm.", "aten.gru.", "aten.rnn_tanh.", "aten.rnn_relu.")
+
+
+def decomposition_table() -> dict:
+    """torch.export's core-ATen decompositions, minus the ops in ``KEPT_WHOLE``."""
+    table = torch.export.default_decompositions()
+    for op in list(table):
+        if str(op).startswith(KEPT_WHOLE):
+            del table[op]
+    return table
+
+
 def capture_graph(problem: Problem) -> Graph:
-    """Export ``problem.model`` at ``problem.make_inputs(0)`` into core ATen.
+    """Export ``problem.model`` at ``problem.make_inputs(0)`` into core ATen
+    (recurrent layers kept whole, see ``KEPT_WHOLE``).
 
     ``nn.MultiheadAttention``'s fused fast path is turned off while capturing
     (pytorch issue 115511) so attention decomposes into ATen ops.  Raises
@@ -189,7 +205,7 @@ def capture_graph(problem: Problem) -> Graph:
     torch.backends.mha.set_fastpath_enabled(False)
     try:
         ep = torch.export.export(problem.model, tuple(inputs))
-        ep = ep.run_decompositions()
+        ep = ep.run_decompositions(decomposition_table())
     except Exception as exc:  # noqa: BLE001 - torch.export raises many types
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ProblemError(
