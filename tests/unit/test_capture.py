@@ -391,3 +391,11 @@ def test_graph_is_built_from_an_exported_program():
     assert kinds.count("input") == 2  # x and keep
     keep = next(n for n in graph.placeholders if graph.sources[n.name] == PlaceholderSource("input", index=1))
     assert value_info(keep).dtype == torch.bool
+
+
+def test_recurrent_layers_stay_one_library_call():
+    """nn.LSTM is captured as one aten.lstm op (cuDNN on a GPU), not decomposed per time step."""
+    _, graph = captured("lstm_tagger.py")
+    ops = [op_name(n) for n in graph.compute_nodes]
+    assert ops.count("aten.lstm.input") == 1
+    assert "aten.tanh.default" not in ops and "aten.sigmoid.default" not in ops
