@@ -83,7 +83,7 @@ def generate(sp: SubProblem) -> str:
     results = [_operand(f"out{k}", n, spec, group, is_row) for k, (n, spec) in enumerate(zip(sp.outputs, sp.output_specs))]
     if is_row and any(r.role.kind == "vec" and r.spec.shape != group.shape for r in results):
         raise Unsupported("a row-shaped output is smaller than the iteration shape")
-    body = _row_body(sp, operands, results) if is_row else _pointwise_body(sp, operands, results)
+    body = _body(sp, operands, results, is_row)
     return _render(sp, operands, results, body, is_row)
 
 
@@ -194,53 +194,31 @@ def _pointwise_address(o: _Operand, ndim: int) -> str:
     return f"{o.name}_ptr + {terms}"
 
 
-def _pointwise_body(sp: SubProblem, operands: list[_Operand], results: list[_Operand]) -> list[str]:
+def _body(sp: SubProblem, operands: list[_Operand], results: list[_Operand], is_row: bool) -> list[str]:
+    """The kernel body: program index and mask, per-dimension indices where a
+    strided tensor needs them, loads, the region's ops, stores."""
     ndim = len(sp.group.shape)
-    lines = [
-        "pid = tl.program_id(0)",
-        "offs = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)",
-        "mask = offs < n_elements",
-    ]
-    if any(o.access == "strided" for o in operands + results):
-        lines.append("# index of each element in the iteration space")
-        lines += _index_lines("idx_", "offs", ndim)
-    lines.append("# load")
-    env: dict[str, str] = {}
-    for o in operands:
-        lines.append(f"x_{o.name} = {_load(_pointwise_address(o, ndim), o.spec, vector=True)}")
-        env[o.node.name] = f"x_{o.name}"
-    lines.append("# compute")
-    lines += _emit_nodes(sp, env, is_row=False)
-    lines.append("# store")
-    for r in results:
-        lines.append(f"tl.store({_pointwise_address(r, ndim)}, {env[r.node.name]}, mask=mask)")
-    return lines
-
-
-def _row_body(sp: SubProblem, operands: list[_Operand], results: list[_Operand]) -> list[str]:
-    lead = len(sp.group.shape) - 1
-    lines = [
-        "row = tl.program_id(0)",
-        "offs_n = tl.arange(0, BLOCK_N)",
-        "mask = offs_n < n_cols",
-    ]
+    if is_row:
+        lines = ["row = tl.program_id(0)", "offs_n = tl.arange(0, BLOCK_N)", "mask = offs_n < n_cols"]
+        index, dims, comment = "row", ndim - 1, "# index of this row in the leading dimensions"
+        address = lambda o: _row_address(o, ndim - 1)  # noqa: E731
+    else:
+        lines = ["pid = tl.program_id(0)", "offs = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)", "mask = offs < n_elements"]
+        index, dims, comment = "offs", ndim, "# index of each element in the iteration space"
+        address = lambda o: _pointwise_address(o, ndim)  # noqa: E731
     if any(o.access in ("strided", "rowstrided") for o in operands + results):
-        lines.append("# index of this row in the leading dimensions")
-        lines += _index_lines("idx_", "row", lead)
+        lines += [comment] + _index_lines("idx_", index, dims)
     lines.append("# load")
     env: dict[str, str] = {}
     for o in operands:
-        lines.append(f"x_{o.name} = {_load(_row_address(o, lead), o.spec, o.role.kind == 'vec')}")
+        lines.append(f"x_{o.name} = {_load(address(o), o.spec, o.role.kind == 'vec' or not is_row)}")
         env[o.node.name] = f"x_{o.name}"
     lines.append("# compute")
-    lines += _emit_nodes(sp, env, is_row=True)
+    lines += _emit_nodes(sp, env, is_row)
     lines.append("# store")
     for r in results:
-        value = env[r.node.name]
-        if r.role.kind == "vec":
-            lines.append(f"tl.store({_row_address(r, lead)}, {value}, mask=mask)")
-        else:
-            lines.append(f"tl.store({_row_address(r, lead)}, {value})")
+        mask = ", mask=mask" if r.role.kind == "vec" or not is_row else ""  # a per-row scalar needs none
+        lines.append(f"tl.store({address(r)}, {env[r.node.name]}{mask})")
     return lines
 
 
