@@ -26,7 +26,7 @@ from lego_core.events import NodeCreated, Progress, RunFinished, RunStarted, Sin
 from lego_core.problem import ProblemSpec, load_problem
 from lego_core.report import build_report
 from lego_core.search import LeafSolver, run_search
-from lego_core.tree import AndNode, FusionTree
+from lego_core.tree import AndNode, FusionTree, build_tree
 
 
 def run_pipeline(spec: ProblemSpec, out_dir: str, config: OptimizeConfig, emit: Sink) -> dict:
@@ -67,8 +67,6 @@ def run_pipeline(spec: ProblemSpec, out_dir: str, config: OptimizeConfig, emit: 
 
 def build_tree_and_announce(graph, emit: Sink) -> FusionTree:
     """Build the FusionTree and send one NodeCreated event per node, parents first."""
-    from lego_core.tree import build_tree
-
     tree = build_tree(graph)
     for node in tree.walk():
         if isinstance(node, AndNode):
