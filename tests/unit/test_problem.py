@@ -270,8 +270,7 @@ def test_private_names_modules_and_classes_are_not_constants(tmp_path):
     assert problem.constants == {"flag": False}
 
 
-def test_override_that_makes_a_size_invalid_points_at_the_line(tmp_path):
-    source = """\
+BATCH_SIZE_MODEL = """\
         import torch
         import torch.nn as nn
 
@@ -289,7 +288,11 @@ def test_override_that_makes_a_size_invalid_points_at_the_line(tmp_path):
 
         def get_init_inputs():
             return []
-    """
+"""
+
+
+def test_override_that_makes_a_size_invalid_points_at_the_line(tmp_path):
+    source = BATCH_SIZE_MODEL
     err = load_error(tmp_path, "sizes.py", source, overrides={"batch_size": -1})
     assert err.line == marked_line(source)
     assert "while get_inputs()" in err.message and "negative dimension" in err.message
@@ -522,25 +525,7 @@ def test_sys_exit_at_import_is_a_problem_error(tmp_path):
 
 
 def test_problem_error_str_is_one_line_for_a_float_size_override(tmp_path):
-    source = """\
-        import torch
-        import torch.nn as nn
-
-        batch_size = 4
-
-
-        class Model(nn.Module):
-            def forward(self, x):
-                return x + 1
-
-
-        def get_inputs():
-            return [torch.randn(batch_size, 3)]  # <-
-
-
-        def get_init_inputs():
-            return []
-    """
+    source = BATCH_SIZE_MODEL
     err = load_error(tmp_path, "floaty.py", source, overrides={"batch_size": 2.5})
     assert err.line == 4  # the constant's own line
     assert "integer constant" in err.message and "whole number" in err.hint
