@@ -1,28 +1,48 @@
 """Every setting that changes what the optimizer produces, in one place.
 
-The kernel cache key (a later issue) is built from ``OptimizeConfig.key()``
-plus library versions, so a new knob belongs here and nowhere else.
+The kernel cache key (``lego_core.cache``) is built from
+``OptimizeConfig.key()`` plus library versions, so a knob that changes
+generated code or its acceptance belongs in ``key()``.
 """
 from __future__ import annotations
 
 import dataclasses
+
+STRATEGIES = ("lego", "monolithic")
 
 
 @dataclasses.dataclass(frozen=True)
 class OptimizeConfig:
     """Knobs of one optimization run.
 
-    ``verify_seeds``: seeds of the fresh random input sets every candidate is
-    checked on (at least three).  ``e2e_seed``: seed of the inputs of the final
-    end-to-end check.  ``use_triton``: False makes every sub-problem a library
-    call (a baseline).  ``timing``: ``auto`` measures on a GPU and estimates
-    without one; ``estimate`` always uses the cost model.  ``target_gpu``: the
-    GPU the cost model describes.  ``timeout_s``: wall-clock limit of the whole
-    run in seconds (None: no limit).  ``load_timeout_s``: limit on loading
-    the user's file (import, get_inputs, building and running the model once).  ``compare_compile``: on a GPU, also time
-    torch.compile of the original model for the report.  ``force_triton``:
-    choose every verified Triton candidate whatever its cost (tests use it to
-    exercise every generated kernel in the composed model).
+    Verification and output: ``verify_seeds``: seeds of the fresh random
+    input sets every candidate is checked on (at least three).  ``e2e_seed``:
+    seed of the inputs of the final end-to-end check.  ``use_triton``: False
+    makes every sub-problem a library call (a baseline).  ``timing``:
+    ``auto`` measures on a GPU and estimates without one; ``estimate`` always
+    uses the cost model.  ``target_gpu``: the GPU the cost model describes.
+    ``timeout_s``: wall-clock limit of the whole run in seconds (None: no
+    limit).  ``load_timeout_s``: limit on loading the user's file (import,
+    get_inputs, building and running the model once).  ``compare_compile``:
+    on a GPU, also time torch.compile of the original model for the report.
+    ``force_triton``: choose every verified Triton candidate whatever its cost
+    (tests use it to exercise every generated kernel in the composed model).
+
+    Search (``lego_core.search``): ``strategy``: ``lego`` (the AND-OR tree
+    search) or ``monolithic`` (one agent handed the whole model as one
+    sub-problem, the same budget; a baseline).  ``dedupe``: solve each
+    canonical signature once (False: every node is solved on its own, an
+    ablation).  ``mutation``: bottom-up speculative fusion of verified
+    neighbours (False: an ablation).  ``agents``: how many agents work on
+    different open nodes at once.  ``cache``: read and write the persistent
+    kernel cache; ``cache_dir``: where it lives (None: ``$LEGO_CACHE_DIR`` or
+    ``~/.cache/lego/kernels``).  Budgets, None meaning no limit:
+    ``max_agent_calls``, ``max_tokens``, ``max_search_s`` (wall seconds of the
+    search) and ``patience_s`` (stop after this many seconds with no better
+    plan).  ``max_attempts``: agent calls per sub-problem (later ones get the
+    verifier's feedback).  ``agent_pool``: ``"module:factory"`` of a remote
+    agent pool (the web app's Celery fan-out); None runs agents in local
+    threads.
     """
 
     verify_seeds: tuple = (101, 202, 303)
@@ -34,6 +54,26 @@ class OptimizeConfig:
     load_timeout_s: float | None = 300.0
     compare_compile: bool = True
     force_triton: bool = False
+    strategy: str = "lego"
+    dedupe: bool = True
+    mutation: bool = True
+    agents: int = 1
+    cache: bool = True
+    cache_dir: str | None = None
+    max_agent_calls: int | None = None
+    max_tokens: int | None = None
+    max_search_s: float | None = None
+    patience_s: float | None = None
+    max_attempts: int = 2
+    agent_pool: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.strategy not in STRATEGIES:
+            raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, got {self.strategy!r}")
+        if self.agents < 1:
+            raise ValueError(f"agents must be at least 1, got {self.agents}")
+        if len(self.verify_seeds) < 3:
+            raise ValueError(f"verification needs at least three seeds, got {len(self.verify_seeds)}")
 
     def key(self) -> dict:
         """The settings that change generated code or its acceptance."""

@@ -12,11 +12,18 @@ from lego_core.agents.template.codegen import generate, kernel_name, launch_conf
 from lego_core.agents.template.expressions import Unsupported
 from lego_core.subproblem import SubProblem
 
+TEMPLATE_KINDS = ("pointwise", "row_reduction", "gemm_epilogue")
+
 
 class TemplateAgent:
     """Generates Triton for pointwise chains and row reductions (no LLM)."""
 
     name = "template"
+
+    def can_attempt(self, sub: SubProblem) -> bool:
+        """Only single fusion groups of a kind the templates cover."""
+        group = sub.group
+        return group is not None and group.kind in TEMPLATE_KINDS and group.fusable
 
     def propose(self, sub: SubProblem, feedback: list[str]) -> Proposal:
         transcript = [("user", f"sub-problem {sub.id}: {sub.label}; ops {', '.join(sub.ops)}")]
