@@ -13,7 +13,7 @@ INTERPRET := $(if $(HAS_GPU),,TRITON_INTERPRET=1)
 DEMO_MODEL ?= ../shared/models/mlp_residual.py
 DEMO_SET ?= batch_size=8 d_model=48 d_hidden=96
 
-.PHONY: install browser run test demo bench clean
+.PHONY: install browser run test demo bench bench-search clean
 
 install: $(STAMP)
 
@@ -51,6 +51,12 @@ demo: $(STAMP)
 # cost model's estimates without one.  BENCH_ARGS passes more options.
 bench: $(STAMP)
 	$(INTERPRET) $(PY) bench/e2e_models.py $(if $(HAS_GPU),--device cuda,--device cpu --tiny) $(BENCH_ARGS)
+
+# The search compared with itself: every reference model at tiny sizes on
+# the CPU, default search vs monolithic, --no-dedupe, --no-mutation and
+# --agents 1 vs 4 (agent calls, time to first/final plan, plan cost).
+bench-search: $(STAMP)
+	TRITON_INTERPRET=1 $(PY) bench/search_models.py $(BENCH_ARGS)
 
 clean:
 	rm -rf var out .pytest_cache
