@@ -1,0 +1,330 @@
+"""The persistent kernel cache: a sub-problem signature solved once per machine.
+
+The search solves each canonical signature once per run (structure-aware
+dedupe); this cache makes that hold across runs and across the web app's
+workers.  A second run of the same model makes no agent calls for the
+signatures already solved, including the ones no agent could solve
+(negative entries: ``source`` is None).
+
+Layout: one JSON file per key, ``<root>/<key[:2]>/<key>.json``, each holding
+``{"format": FORMAT_VERSION, "key": ..., "entry": {...}}``.  Writes go to a
+temporary file in the same folder and are renamed over the target
+(``os.replace``), so a reader in another thread or process sees either the
+old file, the new one or none, never half of one.  Two writers of the same
+key both succeed; the last rename wins, and both wrote the same answer.
+
+Nothing in here fails a run: a corrupt, truncated or other-version file is
+a miss (logged), and a folder that cannot be written turns writing off
+with one warning (reads still work when the folder is readable).
+
+The key (:func:`cache_key`) holds everything that changes the answer: the
+signature, device, dtype, agent, the output-changing config
+(``OptimizeConfig.key()``), the torch and Triton versions and a hash of the
+code generator's own sources, so an edited template never serves a stale
+kernel.
+
+Usage (inspecting a cache by hand)::
+
+    python -m lego_core.cache [ROOT]    # counts entries and negative entries
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import os
+import re
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+FORMAT_VERSION = 1
+
+_PACKAGE = Path(__file__).resolve().parent
+# The code generator's sources: every *.py and *.j2 under these folders is
+# part of every key.  Tests point this at a temporary copy.
+CODEGEN_ROOTS: tuple[Path, ...] = (_PACKAGE / "agents", _PACKAGE / "fusion")
+CODEGEN_SUFFIXES = (".py", ".j2")
+
+_KEY_RE = re.compile(r"[0-9a-f]{8,128}")
+
+
+def default_cache_dir() -> Path:
+    """``$LEGO_CACHE_DIR`` when set, else ``~/.cache/lego/kernels``."""
+    env = os.environ.get("LEGO_CACHE_DIR")
+    if env:
+        return Path(env).expanduser()
+    return Path.home() / ".cache" / "lego" / "kernels"
+
+
+# ---------------------------------------------------------------------------
+# The key
+
+
+def codegen_sources(roots: tuple[Path, ...] | None = None) -> list[Path]:
+    """Every ``*.py`` and ``*.j2`` file under ``roots`` (default
+    :data:`CODEGEN_ROOTS`), sorted; ``__pycache__`` is skipped."""
+    roots = CODEGEN_ROOTS if roots is None else roots
+    found = []
+    for root in roots:
+        for path in Path(root).rglob("*"):
+            if path.suffix in CODEGEN_SUFFIXES and path.is_file() and "__pycache__" not in path.parts:
+                found.append(path)
+    return sorted(found)
+
+
+_codegen_memo: dict[tuple, str] = {}
+_codegen_lock = threading.Lock()
+
+
+def codegen_hash(roots: tuple[Path, ...] | None = None) -> str:
+    """sha256 hex of the code generator's sources (names relative to their
+    root, and contents).  Memoized on each file's (size, mtime_ns), so it
+    reads the files again only after one changed."""
+    roots = CODEGEN_ROOTS if roots is None else roots
+    files = codegen_sources(roots)
+    stamp = tuple((str(p), st.st_size, st.st_mtime_ns) for p in files for st in [p.stat()])
+    with _codegen_lock:
+        cached = _codegen_memo.get(stamp)
+    if cached is not None:
+        return cached
+    digest = hashlib.sha256()
+    for path in files:
+        root = next(Path(r) for r in roots if path.is_relative_to(r))
+        digest.update(f"{root.name}/{path.relative_to(root).as_posix()}\0".encode())
+        digest.update(path.read_bytes())
+        digest.update(b"\0")
+    value = digest.hexdigest()
+    with _codegen_lock:
+        _codegen_memo[stamp] = value
+    return value
+
+
+def _library_versions() -> dict:
+    """torch and Triton versions, read at call time (tests patch them)."""
+    import torch
+
+    try:
+        import triton
+
+        triton_version = triton.__version__
+    except ImportError:
+        triton_version = "none"
+    return {"torch": str(torch.__version__), "triton": str(triton_version)}
+
+
+def _dtype_name(dtype) -> str:
+    """``"float32"`` for ``torch.float32`` or ``"float32"``; other names as given."""
+    return str(dtype).removeprefix("torch.")
+
+
+def cache_key(signature: str, device: str, dtype, agent: str, config_key: dict) -> str:
+    """The cache key (64 hex characters) of one sub-problem's answer.
+
+    ``signature``: ``SubProblem.signature``; ``device``: where candidates
+    were verified and timed (entries hold timings, so a GPU device should
+    include its name); ``dtype``: a ``torch.dtype`` or its name; ``agent``:
+    the agent's name; ``config_key``: ``OptimizeConfig.key()`` (JSON-ready,
+    hashed with sorted keys).  Also hashed: the format version, torch and
+    Triton versions and :func:`codegen_hash`.  Raises TypeError when
+    ``config_key`` is not JSON-serialisable.
+    """
+    parts = {
+        "format": FORMAT_VERSION,
+        "signature": signature,
+        "device": str(device),
+        "dtype": _dtype_name(dtype),
+        "agent": agent,
+        "config": config_key,
+        **_library_versions(),
+        "codegen": codegen_hash(),
+    }
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
+
+
+# ---------------------------------------------------------------------------
+# Entries
+
+
+@dataclasses.dataclass
+class CacheEntry:
+    """One sub-problem's answer, as the search recorded it.
+
+    ``source``: the verified Triton file, or None when the agent declined or
+    every attempt failed verification (a negative entry: the search does not
+    ask again).  ``transcript``: ``(role, content)`` messages; ``tokens``:
+    spent by the agent; ``passed`` / ``reason`` / ``max_abs_error``: the
+    verification result; ``time_ms`` (milliseconds) with ``time_kind``
+    ``"measured"`` or ``"estimated"``; ``created``: Unix time in seconds;
+    ``origin``: who solved it (e.g. ``"run <id> <model name>"``).
+    """
+
+    signature: str
+    agent: str
+    source: str | None
+    kernel_name: str
+    transcript: list
+    tokens: int
+    passed: bool
+    reason: str
+    max_abs_error: float | None
+    time_ms: float | None
+    time_kind: str
+    created: float = dataclasses.field(default_factory=time.time)
+    origin: str = ""
+
+    def to_dict(self) -> dict:
+        data = dataclasses.asdict(self)
+        data["transcript"] = [list(m) for m in self.transcript]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "CacheEntry":
+        """Raises KeyError / TypeError / ValueError on a malformed entry."""
+        names = [f.name for f in dataclasses.fields(cls)]
+        missing = [n for n in names if n not in data]
+        if missing:
+            raise KeyError(f"missing fields {missing}")
+        entry = cls(**{n: data[n] for n in names})
+        if entry.source is not None and not isinstance(entry.source, str):
+            raise TypeError("source is neither text nor null")
+        if not isinstance(entry.transcript, list):
+            raise TypeError("transcript is not a list")
+        entry.transcript = [(str(role), str(content)) for role, content in entry.transcript]
+        return entry
+
+
+# ---------------------------------------------------------------------------
+# The cache
+
+
+class KernelCache:
+    """Cache entries on disk, shared by threads and processes of one machine.
+
+    ``root``: the folder (None: :func:`default_cache_dir`), created on the
+    first write.  ``enabled=False`` (``--no-cache``): :meth:`get` always
+    misses and :meth:`put` does nothing.  Counters for the report: ``hits``,
+    ``misses`` (every lookup that returned None, disabled ones included)
+    and ``writes`` (entries written).  Thread-safe.
+    """
+
+    def __init__(self, root: Path | str | None = None, enabled: bool = True):
+        self.root = default_cache_dir() if root is None else Path(root).expanduser()
+        self.enabled = enabled
+        self.hits = 0
+        self.misses = 0
+        self.writes = 0
+        self.writable = True  # False after a failed write: reads only from then on
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"KernelCache({str(self.root)!r}, enabled={self.enabled})"
+
+    def path(self, key: str) -> Path:
+        """The file of ``key``; raises ValueError for a key that is not lowercase hex."""
+        if not _KEY_RE.fullmatch(key):
+            raise ValueError(f"cache keys are 8 to 128 lowercase hex characters, got {key!r}")
+        return self.root / key[:2] / f"{key}.json"
+
+    def get(self, key: str) -> CacheEntry | None:
+        """The entry stored under ``key``, or None (absent, unreadable,
+        corrupt, another format version, or the cache is disabled)."""
+        entry = self._read(key) if self.enabled else None
+        with self._lock:
+            if entry is None:
+                self.misses += 1
+            else:
+                self.hits += 1
+        return entry
+
+    def put(self, key: str, entry: CacheEntry) -> None:
+        """Store ``entry`` under ``key`` atomically, replacing any earlier one.
+
+        Never raises for the file system: the first failure to write logs a
+        warning and turns writing off for this object.  Raises ValueError for
+        a malformed key and TypeError for an entry that is not JSON-ready.
+        """
+        path = self.path(key)
+        if not self.enabled or not self.writable:
+            return
+        text = json.dumps({"format": FORMAT_VERSION, "key": key, "entry": entry.to_dict()}, indent=1)
+        try:
+            _write_atomically(path, text)
+        except OSError as exc:
+            self._stop_writing(exc)
+            return
+        with self._lock:
+            self.writes += 1
+
+    def stats(self) -> dict:
+        """Counters and settings, JSON-ready (for the report)."""
+        with self._lock:
+            return {"root": str(self.root), "enabled": self.enabled, "writable": self.writable, "hits": self.hits, "misses": self.misses, "writes": self.writes}
+
+    def _read(self, key: str) -> CacheEntry | None:
+        path = self.path(key)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        except (OSError, UnicodeDecodeError) as exc:
+            log.warning("kernel cache: cannot read %s (%s); treated as a miss", path, exc)
+            return None
+        try:
+            data = json.loads(text)
+            if not isinstance(data, dict):
+                raise ValueError("not a JSON object")
+            if data.get("format") != FORMAT_VERSION:
+                raise ValueError(f"format version {data.get('format')!r}, this library reads {FORMAT_VERSION}")
+            if data.get("key") != key:
+                raise ValueError(f"file holds key {data.get('key')!r}")
+            return CacheEntry.from_dict(data["entry"])
+        except (ValueError, KeyError, TypeError) as exc:
+            log.warning("kernel cache: ignoring %s (%s); treated as a miss", path, exc)
+            return None
+
+    def _stop_writing(self, exc: OSError) -> None:
+        with self._lock:
+            if not self.writable:
+                return
+            self.writable = False
+        log.warning("kernel cache: cannot write to %s (%s); continuing without storing kernels", self.root, exc)
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """Write ``text`` to a temporary file beside ``path`` and rename it over
+    ``path`` (atomic on POSIX and Windows).  Raises OSError; the temporary
+    file is removed on failure."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem[:16]}-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600; other workers of the machine read these
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def _main(argv: list[str]) -> int:
+    root = Path(argv[0]) if argv else default_cache_dir()
+    files = sorted(p for p in root.glob("??/*.json") if _KEY_RE.fullmatch(p.stem)) if root.is_dir() else []
+    cache = KernelCache(root)
+    entries = [cache.get(p.stem) for p in files]
+    good = [e for e in entries if e is not None]
+    print(f"{root}: {len(files)} files, {len(good)} readable, {sum(e.source is None for e in good)} negative")
+    return 0
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.WARNING)
+    raise SystemExit(_main(sys.argv[1:]))

@@ -1,0 +1,316 @@
+"""lego_core.cache: keys, round trips, concurrent writers, broken files and folders."""
+import json
+import logging
+import multiprocessing
+import os
+import shutil
+import threading
+
+import pytest
+import torch
+
+from lego_core import cache as cache_mod
+from lego_core.cache import FORMAT_VERSION, CacheEntry, KernelCache, cache_key, codegen_hash, codegen_sources, default_cache_dir
+
+KEY_ARGS = {"signature": "abc123", "device": "cpu", "dtype": "float32", "agent": "template", "config_key": {"use_triton": True, "verify_seeds": [1, 2, 3]}}
+
+
+def make_entry(source="import triton\n", **changes) -> CacheEntry:
+    fields = dict(
+        signature="abc123",
+        agent="template",
+        source=source,
+        kernel_name="sp001_relu",
+        transcript=[("user", "solve sp001"), ("assistant", "here it is")],
+        tokens=12,
+        passed=source is not None,
+        reason="" if source is not None else "declined",
+        max_abs_error=1.5e-7 if source is not None else None,
+        time_ms=0.0123,
+        time_kind="estimated",
+        created=1700000000.5,
+        origin="run 7 mlp_residual",
+    )
+    fields.update(changes)
+    return CacheEntry(**fields)
+
+
+def key(**changes) -> str:
+    return cache_key(**{**KEY_ARGS, **changes})
+
+
+# --- keys ------------------------------------------------------------------
+
+
+def test_key_is_sha256_hex_and_stable():
+    k = key()
+    assert len(k) == 64 and int(k, 16) >= 0
+    assert key() == k
+    assert key(dtype=torch.float32) == k  # a torch.dtype and its name are the same dtype
+    assert key(config_key={"verify_seeds": [1, 2, 3], "use_triton": True}) == k  # dict order does not matter
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"signature": "abc124"},
+        {"device": "cuda NVIDIA H200"},
+        {"dtype": "bfloat16"},
+        {"agent": "llm:gpt"},
+        {"config_key": {"use_triton": True, "verify_seeds": [1, 2, 4]}},
+        {"config_key": {"use_triton": True, "verify_seeds": [1, 2, 3], "force_triton": True}},
+    ],
+)
+def test_key_changes_with_each_input(change):
+    assert key(**change) != key()
+
+
+def test_key_changes_with_library_versions(monkeypatch):
+    import triton
+
+    before = key()
+    monkeypatch.setattr(torch, "__version__", "99.0.0+patched")
+    assert key() != before
+    after_torch = key()
+    monkeypatch.setattr(triton, "__version__", "99.0.0")
+    assert key() != after_torch
+
+
+def test_codegen_sources_cover_templates_and_generators():
+    names = {p.name for p in codegen_sources()}
+    assert {"kernel_file.py.j2", "codegen.py", "expressions.py", "policy.py", "groups.py"} <= names
+    assert all(p.suffix in (".py", ".j2") for p in codegen_sources())
+
+
+def test_key_changes_when_a_template_changes(tmp_path, monkeypatch):
+    for name in ("agents", "fusion"):
+        shutil.copytree(cache_mod._PACKAGE / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(cache_mod, "CODEGEN_ROOTS", (tmp_path / "agents", tmp_path / "fusion"))
+    template = tmp_path / "agents" / "template" / "templates" / "kernel_file.py.j2"
+    original = template.read_text()
+    base_hash, base_key = codegen_hash(), key()
+
+    template.write_text(original + "{# one more comment #}\n")
+    assert codegen_hash() != base_hash
+    assert key() != base_key
+
+    # Same length, different text: the memo must not hide the change.
+    template.write_text(original.replace("a", "b", 1))
+    assert len(template.read_text()) == len(original)
+    assert codegen_hash() != base_hash
+
+    template.write_text(original)
+    assert codegen_hash() == base_hash
+    assert key() == base_key
+
+    (tmp_path / "fusion" / "new_rule.py").write_text("X = 1\n")  # a new source file counts too
+    assert codegen_hash() != base_hash
+
+
+# --- round trip ------------------------------------------------------------
+
+
+def test_round_trip(tmp_path):
+    cache = KernelCache(tmp_path)
+    k = key()
+    assert cache.get(k) is None
+    entry = make_entry()
+    cache.put(k, entry)
+    assert cache.path(k) == tmp_path / k[:2] / f"{k}.json"
+    assert cache.path(k).is_file()
+    assert cache.get(k) == entry
+    stored = json.loads(cache.path(k).read_text())
+    assert stored["format"] == FORMAT_VERSION and stored["key"] == k
+    assert (cache.hits, cache.misses, cache.writes) == (1, 1, 1)
+    # a fresh object (another worker) reads the same file
+    assert KernelCache(tmp_path).get(k) == entry
+
+
+def test_negative_entries_round_trip(tmp_path):
+    cache = KernelCache(tmp_path)
+    entry = make_entry(source=None, time_ms=None, time_kind="estimated")
+    cache.put(key(), entry)
+    got = cache.get(key())
+    assert got == entry and got.source is None and got.passed is False
+
+
+def test_put_replaces(tmp_path):
+    cache = KernelCache(tmp_path)
+    cache.put(key(), make_entry(tokens=1))
+    cache.put(key(), make_entry(tokens=2))
+    assert cache.get(key()).tokens == 2
+    assert [p.name for p in cache.path(key()).parent.iterdir()] == [f"{key()}.json"]  # no temporary files left
+
+
+def test_default_dir(monkeypatch, tmp_path):
+    monkeypatch.setenv("LEGO_CACHE_DIR", str(tmp_path / "c"))
+    assert default_cache_dir() == tmp_path / "c"
+    assert KernelCache(None).root == tmp_path / "c"
+    monkeypatch.delenv("LEGO_CACHE_DIR")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert default_cache_dir() == tmp_path / ".cache" / "lego" / "kernels"
+
+
+def test_malformed_key_is_a_programming_error(tmp_path):
+    with pytest.raises(ValueError):
+        KernelCache(tmp_path).get("../../etc/passwd")
+
+
+# --- disabled cache --------------------------------------------------------
+
+
+def test_disabled_cache_misses_and_writes_nothing(tmp_path):
+    KernelCache(tmp_path).put(key(), make_entry())
+    off = KernelCache(tmp_path / "off", enabled=False)
+    off.put(key(), make_entry())
+    assert not (tmp_path / "off").exists()
+    assert KernelCache(tmp_path, enabled=False).get(key()) is None  # even when the file exists
+    assert (off.hits, off.writes) == (0, 0)
+
+
+# --- broken files ----------------------------------------------------------
+
+
+def _write_raw(cache: KernelCache, k: str, data) -> None:
+    path = cache.path(k)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data if isinstance(data, bytes) else data.encode())
+
+
+@pytest.mark.parametrize(
+    "mangle",
+    [
+        lambda text, k: text[: len(text) // 2],  # truncated
+        lambda text, k: "",  # empty (a crash before the data reached the disk)
+        lambda text, k: b"\xff\xfe\x00garbage",  # not UTF-8
+        lambda text, k: "[1, 2]",  # not an object
+        lambda text, k: text.replace(f'"format": {FORMAT_VERSION}', '"format": 999'),  # another version
+        lambda text, k: text.replace(k, "0" * 64),  # another key's file
+        lambda text, k: json.dumps({"format": FORMAT_VERSION, "key": k, "entry": {"signature": "x"}}),  # missing fields
+        lambda text, k: json.dumps({"format": FORMAT_VERSION, "key": k, "entry": {**make_entry().to_dict(), "transcript": 5}}),
+    ],
+    ids=["truncated", "empty", "binary", "list", "version", "wrong-key", "fields", "transcript"],
+)
+def test_broken_file_is_a_logged_miss(tmp_path, caplog, mangle):
+    cache = KernelCache(tmp_path)
+    k = key()
+    cache.put(k, make_entry())
+    _write_raw(cache, k, mangle(cache.path(k).read_text(), k))
+    with caplog.at_level(logging.WARNING, logger="lego_core.cache"):
+        assert cache.get(k) is None
+    assert cache.misses == 1
+    assert str(cache.path(k)) in caplog.text  # the log names the broken file
+    cache.put(k, make_entry())  # and the next write repairs it
+    assert cache.get(k) == make_entry()
+
+
+def test_missing_file_is_a_quiet_miss(tmp_path, caplog):
+    with caplog.at_level(logging.WARNING, logger="lego_core.cache"):
+        assert KernelCache(tmp_path / "nowhere").get(key()) is None
+    assert caplog.text == ""
+
+
+# --- unwritable folders ----------------------------------------------------
+
+
+def test_root_that_is_a_file_degrades_with_one_warning(tmp_path, caplog):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    cache = KernelCache(blocker)
+    with caplog.at_level(logging.WARNING, logger="lego_core.cache"):
+        for _ in range(3):
+            cache.put(key(), make_entry())
+            assert cache.get(key()) is None
+    assert caplog.text.count("cannot write") == 1
+    assert cache.writable is False and cache.writes == 0
+
+
+@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root writes into read-only folders")
+def test_read_only_folder_still_serves_reads(tmp_path, caplog):
+    KernelCache(tmp_path).put(key(), make_entry())
+    shard = tmp_path / key()[:2]
+    os.chmod(shard, 0o500)
+    os.chmod(tmp_path, 0o500)
+    try:
+        cache = KernelCache(tmp_path)
+        with caplog.at_level(logging.WARNING, logger="lego_core.cache"):
+            cache.put(key(), make_entry(tokens=99))
+            cache.put(key(signature="other"), make_entry())
+        assert caplog.text.count("cannot write") == 1
+        assert cache.get(key()) == make_entry()
+    finally:
+        os.chmod(tmp_path, 0o700)
+        os.chmod(shard, 0o700)
+
+
+# --- concurrency -----------------------------------------------------------
+
+
+def _worker(args):
+    """Child process: write a shared key and an own key many times, reading
+    the shared key after every write; returns how many reads failed."""
+    root, worker, shared, own, rounds = args
+    cache = KernelCache(root)
+    failures = 0
+    for i in range(rounds):
+        cache.put(shared, make_entry(tokens=worker, origin=f"worker {worker} round {i}"))
+        cache.put(own, make_entry(tokens=worker))
+        got = cache.get(shared)
+        failures += got is None or got.signature != "abc123"
+    return failures
+
+
+@pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="needs fork")
+def test_concurrent_processes_leave_readable_files(tmp_path):
+    shared = key()
+    own = [key(signature=f"own{w}") for w in range(6)]
+    jobs = [(str(tmp_path), w, shared, own[w], 40) for w in range(6)]
+    with multiprocessing.get_context("fork").Pool(6) as pool:
+        failures = pool.map(_worker, jobs)
+    assert failures == [0] * 6
+    cache = KernelCache(tmp_path)
+    assert cache.get(shared).tokens in range(6)
+    assert [cache.get(k).tokens for k in own] == list(range(6))
+    assert not list(tmp_path.rglob("*.tmp"))  # every temporary file was renamed
+
+
+def test_threads_share_one_cache(tmp_path):
+    cache = KernelCache(tmp_path)
+    keys = [key(signature=f"s{i}") for i in range(8)]
+    errors = []
+
+    def work(t):
+        try:
+            for i, k in enumerate(keys):
+                if cache.get(k) is None:
+                    cache.put(k, make_entry(tokens=t))
+                assert cache.get(k) is not None
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert cache.hits + cache.misses == 8 * 8 * 2
+    assert cache.hits >= 8 * 8  # the second lookup of every round hits
+    assert 8 <= cache.writes <= 8 * 8
+
+
+def test_permission_error_keeps_reads(tmp_path, monkeypatch, caplog):
+    """The same as the read-only folder, for any user (root ignores chmod)."""
+    KernelCache(tmp_path).put(key(), make_entry())
+
+    def refuse(path, text):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(cache_mod, "_write_atomically", refuse)
+    cache = KernelCache(tmp_path)
+    with caplog.at_level(logging.WARNING, logger="lego_core.cache"):
+        cache.put(key(), make_entry(tokens=99))
+        cache.put(key(signature="other"), make_entry())
+    assert caplog.text.count("cannot write") == 1
+    assert cache.get(key()) == make_entry()
+    assert cache.stats() == {"root": str(tmp_path), "enabled": True, "writable": False, "hits": 1, "misses": 0, "writes": 0}
