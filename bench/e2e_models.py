@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -28,8 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from lego_core import OptimizeConfig, ProblemSpec, optimize  # noqa: E402
-
-MODELS_DIR = Path(os.environ.get("LEGO_MODELS_DIR", ROOT.parent / "shared" / "models"))
+from reference_models import model_names, model_path, tiny_overrides, tiny_table  # noqa: E402  (bench/ is the script's folder)
 
 
 def _fmt(x, spec: str = ".3f") -> str:
@@ -37,8 +35,7 @@ def _fmt(x, spec: str = ".3f") -> str:
 
 
 def run_one(name: str, dtype: str, device: str, tiny: dict | None, out_root: Path, compile_: bool, timeout: float, force_triton: bool = False) -> dict:
-    overrides = tiny.get(f"{name}.py", {}) if tiny is not None else {}
-    spec = ProblemSpec(str(MODELS_DIR / f"{name}.py"), overrides, dtype, device)
+    spec = ProblemSpec(str(model_path(name)), tiny_overrides(name, tiny), dtype, device)
     config = OptimizeConfig(compare_compile=compile_, timeout_s=timeout, force_triton=force_triton)
     started = time.time()
     try:
@@ -82,8 +79,8 @@ def main() -> int:
     parser.add_argument("--json", default=None)
     parser.add_argument("--force-triton", action="store_true", help="choose every verified Triton kernel (checks them all in the composed model)")
     args = parser.parse_args()
-    tiny = json.loads((MODELS_DIR / "tiny.json").read_text()) if args.tiny else None
-    names = args.models or sorted(p.stem for p in MODELS_DIR.glob("*.py"))
+    tiny = tiny_table() if args.tiny else None
+    names = model_names(args.models)
     rows = []
     for dtype in args.dtype:
         for name in names:
