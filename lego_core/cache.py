@@ -246,13 +246,19 @@ class KernelCache:
         """Store ``entry`` under ``key`` atomically, replacing any earlier one.
 
         Never raises for the file system: the first failure to write logs a
-        warning and turns writing off for this object.  Raises ValueError for
-        a malformed key and TypeError for an entry that is not JSON-ready.
+        warning and turns writing off for this object.  Numpy and torch
+        scalars are stored as numbers; an entry holding anything else that
+        JSON cannot hold is logged and not stored.  Raises ValueError for a
+        malformed key (a caller's bug).
         """
         path = self.path(key)
         if not self.enabled or not self.writable:
             return
-        text = json.dumps({"format": FORMAT_VERSION, "key": key, "entry": entry.to_dict()}, indent=1)
+        try:
+            text = json.dumps({"format": FORMAT_VERSION, "key": key, "entry": entry.to_dict()}, indent=1, default=_scalar)
+        except (TypeError, ValueError) as exc:
+            log.error("kernel cache: entry for %s is not JSON-ready (%s); not stored", entry.signature, exc)
+            return
         try:
             _write_atomically(path, text)
         except OSError as exc:
@@ -294,6 +300,13 @@ class KernelCache:
                 return
             self.writable = False
         log.warning("kernel cache: cannot write to %s (%s); continuing without storing kernels", self.root, exc)
+
+
+def _scalar(value):
+    """``json.dumps`` fallback: numpy / torch scalars become Python numbers."""
+    if hasattr(value, "item") and getattr(value, "ndim", 0) == 0:
+        return value.item()
+    raise TypeError(f"{type(value).__name__} is not JSON-ready")
 
 
 def _write_atomically(path: Path, text: str) -> None:

@@ -314,3 +314,16 @@ def test_permission_error_keeps_reads(tmp_path, monkeypatch, caplog):
     assert caplog.text.count("cannot write") == 1
     assert cache.get(key()) == make_entry()
     assert cache.stats() == {"root": str(tmp_path), "enabled": True, "writable": False, "hits": 1, "misses": 0, "writes": 0}
+
+
+def test_scalars_are_stored_as_numbers_and_odd_values_are_skipped(tmp_path, caplog):
+    import numpy as np
+
+    cache = KernelCache(tmp_path)
+    cache.put(key(), make_entry(max_abs_error=np.float32(0.25), time_ms=torch.tensor(1.5), tokens=np.int64(3)))
+    got = cache.get(key())
+    assert (got.max_abs_error, got.time_ms, got.tokens) == (0.25, 1.5, 3)
+    with caplog.at_level(logging.ERROR, logger="lego_core.cache"):
+        cache.put(key(signature="odd"), make_entry(max_abs_error=object()))
+    assert "not JSON-ready" in caplog.text
+    assert cache.get(key(signature="odd")) is None and cache.writes == 1
