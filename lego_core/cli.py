@@ -1,6 +1,8 @@
 """Command line: ``python -m lego_core optimize MODEL.py [options]``.
 
 Usage: python -m lego_core optimize MODEL.py [--set k=v ...] [--dtype fp32|bf16|fp16] [--device cpu|cuda] [--out DIR]
+       [--agents N] [--strategy lego|monolithic] [--no-dedupe] [--no-mutation] [--no-cache]
+       [--max-agent-calls N] [--max-tokens N] [--max-search-time S] [--patience S]
 
 Shows a progress bar while the search runs and ends with a summary table.
 Exit status: 0 done, 1 the model file or an option is wrong, 3 the optimizer
@@ -16,7 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from lego_core.api import optimize
-from lego_core.config import OptimizeConfig
+from lego_core.config import STRATEGIES, OptimizeConfig
 from lego_core.errors import OptimizeError
 from lego_core.events import Event
 from lego_core.spec import DEVICES, DTYPE_NAMES, ProblemError, ProblemSpec, parse_overrides
@@ -35,7 +37,38 @@ def build_parser() -> argparse.ArgumentParser:
     opt.add_argument("--no-triton", action="store_true", help="library calls only (a baseline)")
     opt.add_argument("--no-compile", action="store_true", help="on a GPU, do not time torch.compile")
     opt.add_argument("--timeout", type=float, default=None, help="stop the run after this many seconds")
+    search = opt.add_argument_group("search")
+    search.add_argument("--agents", type=_positive_int, default=OptimizeConfig.agents, metavar="N", help=f"agents working on different nodes at once (default {OptimizeConfig.agents})")
+    search.add_argument("--strategy", choices=STRATEGIES, default="lego", help="lego: the AND-OR tree search; monolithic: one agent handed the whole model (a baseline)")
+    search.add_argument("--no-dedupe", action="store_true", help="solve every sub-problem on its own, even when an equal one was solved (an ablation)")
+    search.add_argument("--no-mutation", action="store_true", help="no bottom-up fusion of verified neighbours (an ablation)")
+    search.add_argument("--no-cache", action="store_true", help="neither read nor write the persistent kernel cache for this run")
+    search.add_argument("--cache-dir", default=None, help="kernel cache folder (default $LEGO_CACHE_DIR or ~/.cache/lego/kernels)")
+    search.add_argument("--max-agent-calls", type=_positive_int, default=None, metavar="N", help="stop searching after N agent calls")
+    search.add_argument("--max-tokens", type=_positive_int, default=None, metavar="N", help="stop searching after N language-model tokens")
+    search.add_argument("--max-search-time", type=_positive_float, default=None, metavar="S", help="stop searching after S seconds")
+    search.add_argument("--patience", type=_positive_float, default=None, metavar="S", help="stop searching after S seconds without a better plan")
     return parser
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0 seconds, got {value}")
+    return value
 
 
 class ProgressView:
@@ -75,7 +108,13 @@ def summary_table(report: dict) -> Table:
         if timing.get("compile_ms"):
             table.add_row("torch.compile (measured)", f"{timing['compile_ms']:.4f} ms")
         table.add_row("optimized (measured)", f"{timing['optimized_ms']:.4f} ms")
-    table.add_row("agent calls", str(metrics["agent_calls"]))
+    table.add_row(f"agent calls ({metrics.get('agents', 1)} agents, {metrics.get('strategy', 'lego')})", str(metrics["agent_calls"]))
+    table.add_row("tokens", str(metrics.get("tokens", 0)))
+    hits = metrics.get("cache_hits", 0)
+    table.add_row("from the kernel cache (no agent call)", f"{hits} signature(s)" if hits else "none")
+    table.add_row("mutations accepted / tried", f"{metrics.get('mutations_accepted', 0)} / {metrics.get('mutations_tried', 0)}")
+    table.add_row("time to first / final plan", f"{metrics.get('time_to_first_plan_s', 0):.1f} s / {metrics.get('time_to_final_plan_s', 0):.1f} s")
+    table.add_row("search stopped by", str(metrics.get("stop_reason", "")))
     table.add_row("wall time", f"{metrics['wall_time_s']:.1f} s")
     return table
 
@@ -104,7 +143,21 @@ def run_optimize(args: argparse.Namespace, console: Console) -> int:
     if out.exists() and not out.is_dir():
         console.print(f"[red]error:[/red] --out {out}: this is a file, not a folder. Fix: name a new or existing folder.")
         return 1
-    config = OptimizeConfig(use_triton=not args.no_triton, compare_compile=not args.no_compile, timeout_s=args.timeout)
+    config = OptimizeConfig(
+        use_triton=not args.no_triton,
+        compare_compile=not args.no_compile,
+        timeout_s=args.timeout,
+        agents=args.agents,
+        strategy=args.strategy,
+        dedupe=not args.no_dedupe,
+        mutation=not args.no_mutation,
+        cache=not args.no_cache,
+        cache_dir=args.cache_dir,
+        max_agent_calls=args.max_agent_calls,
+        max_tokens=args.max_tokens,
+        max_search_s=args.max_search_time,
+        patience_s=args.patience,
+    )
     view = ProgressView(console)
     try:
         with view.progress:

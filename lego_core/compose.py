@@ -23,7 +23,7 @@ import torch.fx as fx
 
 from lego_core.capture import Graph
 from lego_core.subproblem import boundary, function_source, region_graph
-from lego_core.tree import FusionTree, OrNode
+from lego_core.tree import OrNode
 from lego_core.verify import tolerances
 
 HEADER = '''"""Optimized by LEGO: {model} ({settings}).
@@ -80,8 +80,10 @@ def _segments(leaves: list[OrNode]) -> list[tuple[str, list[OrNode]]]:
     return segments
 
 
-def write_output(out_dir: Path, graph: Graph, tree: FusionTree, problem, run_id: str) -> list[str]:
-    """Write the output folder; returns the kernel file paths (relative)."""
+def write_output(out_dir: Path, graph: Graph, items: list[OrNode], problem, run_id: str) -> list[str]:
+    """Write the output folder for a plan whose ``items`` (OR nodes with
+    ``chosen`` set, in schedule order: ``search.plan.Plan.items``) cover the
+    graph; returns the kernel file paths (relative)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(problem.spec.path, out_dir / "reference_model.py")
     kernels_dir = out_dir / "kernels"
@@ -92,7 +94,7 @@ def write_output(out_dir: Path, graph: Graph, tree: FusionTree, problem, run_id:
     shutil.rmtree(tests_dir, ignore_errors=True)
     kernel_files: list[str] = []
     tol = tolerances(problem.spec.torch_dtype)
-    for leaf in tree.leaves():
+    for leaf in items:
         cand = leaf.chosen
         if cand.implementation == "triton" and f"kernels/{cand.kernel_name}.py" not in kernel_files:
             (kernels_dir / f"{cand.kernel_name}.py").write_text(cand.source)
@@ -100,7 +102,7 @@ def write_output(out_dir: Path, graph: Graph, tree: FusionTree, problem, run_id:
             tests_dir.mkdir(exist_ok=True)
             test = leaf.sub.test_source(f"{cand.kernel_name}.py", problem.spec.device, tol.atol, tol.rtol)
             (tests_dir / f"test_{cand.kernel_name}.py").write_text(test)
-    (out_dir / "optimized_model.py").write_text(model_source(graph, tree, problem, run_id, kernel_files))
+    (out_dir / "optimized_model.py").write_text(model_source(graph, items, problem, run_id, kernel_files))
     _write_constants(out_dir, graph)
     return kernel_files
 
@@ -113,7 +115,7 @@ def _write_constants(out_dir: Path, graph: Graph) -> None:
         (out_dir / "constants.pt").unlink(missing_ok=True)  # from an earlier run into the same folder
 
 
-def model_source(graph: Graph, tree: FusionTree, problem, run_id: str, kernel_files: list[str]) -> str:
+def model_source(graph: Graph, items: list[OrNode], problem, run_id: str, kernel_files: list[str]) -> str:
     """Source of ``optimized_model.py``."""
     spec = problem.spec
     user_inputs = [n for n in graph.placeholders if graph.sources[n.name].kind == "input"]
@@ -132,7 +134,7 @@ def model_source(graph: Graph, tree: FusionTree, problem, run_id: str, kernel_fi
             device=spec.device,
             dtype=spec.dtype,
             dtype_arg=dtype_arg,
-            n_triton=sum(1 for leaf in tree.leaves() if leaf.chosen.implementation == "triton"),
+            n_triton=sum(1 for leaf in items if leaf.chosen.implementation == "triton"),
             shapes=", ".join(str(list(s)) for s in shapes),
             ref_module=f"lego_reference_{run_id}",
             overrides=overrides,
@@ -146,17 +148,18 @@ def model_source(graph: Graph, tree: FusionTree, problem, run_id: str, kernel_fi
         parts.append(f'{name} = _load("lego_kernel_{run_id}_{name}", "{path}")\n')
     parts.append(f"\n# what the plan was made for: (\"tensor\", shape, dtype) or (\"value\", the Python value)\nINPUTS = {inputs_decl!r}\n")
     parts.append(CHECKS)
-    body, functions = _forward_body(graph, tree)
+    body, functions = _forward_body(graph, items)
     parts += ["\n\n" + f for f in functions]
     parts.append(_model_class(graph, user_inputs, [isinstance(x, torch.Tensor) for x in example], body))
     return "".join(parts)
 
 
-def _forward_body(graph: Graph, tree: FusionTree) -> tuple[list[str], list[str]]:
+def _forward_body(graph: Graph, items: list[OrNode]) -> tuple[list[str], list[str]]:
     lines: list[str] = []
     functions: list[str] = []
-    for kind, leaves in _segments(tree.leaves()):
-        nodes = [n for leaf in leaves for n in leaf.sub.nodes]
+    order = {n.name: k for k, n in enumerate(graph.ep.graph_module.graph.nodes)}
+    for kind, leaves in _segments(items):
+        nodes = [n for leaf in leaves for n in _in_graph_order(leaf.sub.nodes, order)]
         inputs, outputs = boundary(nodes, graph.output_nodes)
         if not outputs:
             continue
@@ -175,6 +178,11 @@ def _forward_body(graph: Graph, tree: FusionTree) -> tuple[list[str], list[str]]
             functions.append(f'{src.splitlines()[0]}\n    """ATen ops of sub-problem(s) {ids}."""\n' + "\n".join(src.splitlines()[1:]) + "\n")
             lines.append(f"{targets} = {name}({args})")
     return lines, functions
+
+
+def _in_graph_order(nodes: list, order: dict) -> list:
+    """A fused item's nodes come from several leaves: emit them in graph order."""
+    return sorted(nodes, key=lambda n: order[n.name])
 
 
 def _model_class(graph: Graph, user_inputs: list[fx.Node], is_tensor: list[bool], body: list[str]) -> str:

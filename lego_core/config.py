@@ -57,7 +57,7 @@ class OptimizeConfig:
     strategy: str = "lego"
     dedupe: bool = True
     mutation: bool = True
-    agents: int = 1
+    agents: int = 4
     cache: bool = True
     cache_dir: str | None = None
     max_agent_calls: int | None = None

@@ -65,6 +65,21 @@ class NodeCreated(Event):
     ops: list = dataclasses.field(default_factory=list)
     shapes: list = dataclasses.field(default_factory=list)
     reused: bool = False
+    shared: list = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class NodeReused(Event):
+    """A node took its result from elsewhere instead of an agent call:
+    ``via`` ``dedupe`` (an equal-signature node of this run, ``reused_from``
+    its id) or ``cache`` (the persistent kernel cache, ``reused_from`` is
+    ``"cache"``); ``usable``: whether that result includes a verified kernel."""
+
+    type: ClassVar[str] = "node_reused"
+    node_id: str
+    reused_from: str
+    via: str
+    usable: bool = True
 
 
 @dataclasses.dataclass
@@ -118,13 +133,17 @@ class Timing(Event):
 
 @dataclasses.dataclass
 class PlanImproved(Event):
-    """A cheaper complete plan was found (whole-model cost in ms)."""
+    """A cheaper complete plan was found (whole-model cost in ms).  The
+    first one (``initial``) is the library plan the search starts from;
+    ``items``: how many sub-problems the plan implements directly."""
 
     type: ClassVar[str] = "plan_improved"
     cost_ms: float
     baseline_ms: float
     speedup: float
     measured: bool
+    items: int = 0
+    initial: bool = False
 
 
 @dataclasses.dataclass
@@ -167,6 +186,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         RunStarted,
         StageStarted,
         NodeCreated,
+        NodeReused,
         CandidateProposed,
         TranscriptMessage,
         VerificationResult,

@@ -17,15 +17,16 @@ from pathlib import Path
 import torch
 
 from lego_core import e2e
-from lego_core.agents.template.agent import TemplateAgent
+from lego_core.agents import make_agent
+from lego_core.cache import KernelCache
 from lego_core.capture import capture_graph
 from lego_core.compose import write_output
 from lego_core.config import OptimizeConfig
 from lego_core.errors import OptimizeError
-from lego_core.events import NodeCreated, Progress, RunFinished, RunStarted, Sink, StageStarted
+from lego_core.events import NodeCreated, RunFinished, RunStarted, Sink, StageStarted
 from lego_core.problem import ProblemSpec, load_problem
 from lego_core.report import build_report
-from lego_core.search import LeafSolver, run_search
+from lego_core.search import Search, run_search
 from lego_core.tree import AndNode, FusionTree, build_tree
 
 
@@ -47,13 +48,16 @@ def run_pipeline(spec: ProblemSpec, out_dir: str, config: OptimizeConfig, emit: 
     activations = [graph.run(problem.model, problem.make_inputs(seed)) for seed in config.verify_seeds]
     leaves = tree.leaves()
     emit(StageStarted(stage="search", total=len(leaves)))
+    emit = _thread_safe(emit)  # agents report from several threads
     with tempfile.TemporaryDirectory(prefix="lego-candidates-") as work:
-        solver = LeafSolver(TemplateAgent(), config, spec.torch_dtype, spec.device, Path(work), emit)
         parameters = {name for name, src in graph.sources.items() if src.kind == "parameter"}
-        result = run_search(tree, activations, solver, emit, lambda d, t: emit(Progress(stage="search", done=d, total=t)), parameters)
+        cache = KernelCache(config.cache_dir, enabled=config.cache)  # signatures solved by earlier runs
+        search = Search(tree, activations, parameters, make_agent("template"), config, spec.torch_dtype, spec.device, Path(work), emit, cache)
+        search.cache_origin = f"run {run_id} of {spec.name}"
+        result = run_search(search)  # top-down, dedupe, agents in parallel, mutation, budgets
         del activations
         emit(StageStarted(stage="compose"))
-        kernel_files = write_output(out, graph, tree, problem, run_id)  # optimized_model.py + kernels/
+        kernel_files = write_output(out, graph, result.plan.items, problem, run_id)  # optimized_model.py + kernels/
     emit(StageStarted(stage="verify"))
     check = e2e.check_end_to_end(out, problem, config.e2e_seed)  # composed ModelNew vs eager
     if not check["passed"]:
@@ -63,6 +67,18 @@ def run_pipeline(spec: ProblemSpec, out_dir: str, config: OptimizeConfig, emit: 
     (out / "report.json").write_text(json.dumps(report, indent=2))
     emit(RunFinished(out_dir=str(out), summary=report["summary"]))
     return report
+
+
+def _thread_safe(emit: Sink) -> Sink:
+    import threading
+
+    lock = threading.Lock()
+
+    def locked(event) -> None:
+        with lock:
+            emit(event)
+
+    return locked
 
 
 def build_tree_and_announce(graph, emit: Sink) -> FusionTree:

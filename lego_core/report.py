@@ -1,21 +1,25 @@
 """``report.json``: what was optimized, how, how well it verified, what it costs.
 
-Per sub-problem (leaf of the FusionTree): the region (module path, ops,
+Per sub-problem of the chosen plan (its *items*: leaves of the FusionTree,
+or fused sub-problems that mutation made): the region (module path, ops,
 shapes), the implementation chosen (``triton`` or ``library``), the verified
-max error, and its time with ``time_kind`` ``measured`` or ``estimated``.
-Run level: the plan's cost, the end-to-end check, GPU timings when measured,
-and ``metrics`` (agent calls, wall time).
+max error, its time with ``time_kind`` ``measured`` or ``estimated``, and
+``reused_from`` (an equal-signature node's id, or ``cache``).  Run level: the
+plan's cost, the end-to-end check, GPU timings when measured, the FusionTree's
+size, every mutation tried, and ``metrics`` (agent calls, tokens, times to
+first and final plan, reuse, mutations, best cost over time).
 """
 from __future__ import annotations
 
 import time
 
 from lego_core.search import SearchResult
-from lego_core.tree import FusionTree
+from lego_core.tree import AndNode, FusionTree, OrNode
 
 
 def _leaf_entry(leaf) -> dict:
-    chosen, library = leaf.chosen, leaf.candidates[0]
+    chosen = leaf.chosen
+    library = next((c for c in leaf.candidates if c.implementation == "library"), None)
     entry = leaf.sub.summary()
     triton = next((c for c in leaf.candidates if c.implementation == "triton"), None)
     entry.update(
@@ -25,8 +29,9 @@ def _leaf_entry(leaf) -> dict:
         max_abs_error=_error(chosen),
         time_ms=chosen.time_ms,
         time_kind=chosen.time_kind,
-        baseline_ms=library.time_ms,
-        baseline_kind=library.time_kind,
+        baseline_ms=library.time_ms if library else None,
+        baseline_kind=library.time_kind if library else None,
+        fused_from=_fused_from(leaf),
         reused_from=leaf.reused_from,
     )
     if triton is not None and triton is not chosen:
@@ -38,6 +43,11 @@ def _leaf_entry(leaf) -> dict:
     return entry
 
 
+def _fused_from(node) -> list[str] | None:
+    """For a fused sub-problem (made by mutation): the ids of the items it replaced."""
+    return node.fused_from
+
+
 def _error(candidate) -> float | None:
     """Verified max abs error; None for the library call, which is the reference itself."""
     if candidate.implementation == "library" or candidate.verified is None:
@@ -45,9 +55,25 @@ def _error(candidate) -> float | None:
     return candidate.verified.to_dict()["max_abs_error"]
 
 
+def _tree_summary(tree: FusionTree) -> dict:
+    nodes = list(tree.walk())
+    ors = [n for n in nodes if isinstance(n, OrNode)]
+    ands = [n for n in nodes if isinstance(n, AndNode)]
+    labels: dict[str, int] = {}
+    for node in ands:
+        kind = node.label.split(":")[0]
+        labels[kind] = labels.get(kind, 0) + 1
+    return {
+        "or_nodes": len(ors),
+        "and_nodes": len(ands),
+        "decompositions": labels,
+        "or_nodes_with_alternatives": sum(1 for n in ors if len(n.children) + bool([c for c in n.candidates if c.implementation == "triton"]) > 1),
+    }
+
+
 def build_report(problem, tree: FusionTree, result: SearchResult, check: dict, timing: dict | None, kernel_files: list, started: float, versions: dict) -> dict:
     """The report dict (JSON-ready)."""
-    leaves = tree.leaves()
+    leaves = result.plan.items
     entries = [_leaf_entry(leaf) for leaf in leaves]
     compute = [e for e in entries if e["kind"] != "layout"]
     n_triton = sum(1 for e in entries if e["implementation"] == "triton")
@@ -59,6 +85,7 @@ def build_report(problem, tree: FusionTree, result: SearchResult, check: dict, t
     }
     if timing:
         plan.update(measured_speedup=timing["speedup_vs_eager"])
+    plan["items"] = [leaf.id for leaf in leaves]
     speedup, kind = (timing["speedup_vs_eager"], "measured") if timing else (plan["speedup"], result.cost_kind)
     metrics = dict(result.metrics)
     metrics.update(
@@ -81,6 +108,8 @@ def build_report(problem, tree: FusionTree, result: SearchResult, check: dict, t
         "end_to_end": check,
         "timing": timing,
         "metrics": metrics,
+        "tree": _tree_summary(tree),
+        "mutations": result.mutations,
         "summary": {
             "model": spec.name,
             "subproblems": len(compute),

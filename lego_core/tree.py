@@ -5,16 +5,32 @@ own candidates (one fused kernel, or the library op) and/or decompositions.
 An :class:`AndNode` is one decomposition of its parent into ordered child
 sub-problems that must all be solved.
 
-``build_tree(graph)`` constructs the tree top-down:
+``build_tree(graph)`` constructs the tree top-down, one decomposition kind
+per level:
 
 1. the root OR node is the whole model;
-2. a region is split along the module hierarchy (``nn_module_stack``) into
-   maximal consecutive runs of nodes that belong to the same child module
-   (or to the region's own module); consecutive runs of a topological order
-   can never form a cycle;
-3. a region with no child modules left is split into fusion groups
+2. ``by module hierarchy``: a region with child modules is split into the
+   maximal consecutive runs of nodes that belong to the same child module (or
+   to the region's own ops); consecutive runs of a topological order can
+   never form a cycle;
+3. ``by heavy-op seams``: a region with no child modules left is split at
+   its heavy ops (GEMM, conv, attention matmuls, recurrent layers): each heavy
+   op alone, and the chains of pointwise / reduction / layout ops between
+   them;
+4. ``fusion groups``: a chain is split into fusion groups
    (``fusion.groups.partition``); each group is a leaf OR node whose
    candidates the agents propose.
+
+Top-down decompositions respect module seams on purpose (small,
+context-isolated sub-problems); fusing across them is bottom-up mutation's
+job.  The search adds more alternatives while it runs:
+``FusionTree.add_finer_split`` (a leaf whose direct candidates keep failing
+verification is split into smaller groups) and ``FusionTree.add_mutation``
+(a fused sub-problem replacing neighbouring plan items, as a new
+decomposition of their common ancestor).  A mutation's AND node *shares* the
+untouched items with the decomposition they came from (``AndNode.shared``),
+so the tree is a DAG for plan selection, while ``walk`` visits every node
+once through the ``children`` that own it.
 """
 from __future__ import annotations
 
@@ -25,6 +41,8 @@ from typing import Iterator
 import torch.fx as fx
 
 from lego_core.capture import Graph
+from lego_core.capture import op_name
+from lego_core.fusion import policy
 from lego_core.fusion.groups import FusionGroup, partition
 from lego_core.subproblem import SubProblem, make_subproblem
 
@@ -66,6 +84,8 @@ class OrNode:
     candidates: list[Candidate] = dataclasses.field(default_factory=list)
     chosen: Candidate | None = None
     reused_from: str | None = None
+    fused_from: list[str] | None = None  # mutation: the plan items this node fuses
+    feedback: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def is_leaf(self) -> bool:
@@ -74,22 +94,42 @@ class OrNode:
 
 @dataclasses.dataclass
 class AndNode:
-    """One decomposition of ``parent`` into ordered child OR nodes."""
+    """One decomposition of ``parent`` into child OR nodes.
+
+    ``children`` are owned by this node (created for it); ``shared`` are OR
+    nodes owned elsewhere that this decomposition reuses (mutations keep the
+    untouched items of a plan).  ``label`` names the kind of decomposition:
+    ``by module hierarchy``, ``by heavy-op seams``, ``fusion groups``,
+    ``finer split`` or ``mutation: ...``.
+    """
 
     id: str
     parent: str
     label: str
     children: list[OrNode] = dataclasses.field(default_factory=list)
+    shared: list[OrNode] = dataclasses.field(default_factory=list)
+
+    @property
+    def parts(self) -> list[OrNode]:
+        """Every OR node this decomposition needs: owned children and shared ones."""
+        return self.children + self.shared
 
 
 class FusionTree:
-    """The tree plus lookups; ``root`` is the whole model."""
+    """The tree plus lookups; ``root`` is the whole model.
 
-    def __init__(self, root: OrNode):
+    ``graph_outputs`` are the model's output values (a sub-problem's boundary
+    includes them); ``nodes`` maps every node id to its node.
+    """
+
+    def __init__(self, root: OrNode, graph_outputs: list[fx.Node] | None = None, next_id=None):
         self.root = root
+        self.graph_outputs = graph_outputs or []
+        self._next_id = next_id or _id_counter()
+        self.nodes: dict[str, OrNode | AndNode] = {n.id: n for n in self.walk()}
 
     def walk(self) -> Iterator[OrNode | AndNode]:
-        """Every node, parents before children (the order events are sent in)."""
+        """Every node once, parents before children (the order events are sent in)."""
         stack: list[OrNode | AndNode] = [self.root]
         while stack:
             node = stack.pop()
@@ -97,8 +137,79 @@ class FusionTree:
             stack.extend(reversed(node.children))
 
     def leaves(self) -> list[OrNode]:
-        """Leaf OR nodes (fusion groups) in schedule order."""
+        """Leaf OR nodes (no decomposition) in schedule order."""
         return [n for n in self.walk() if isinstance(n, OrNode) and n.is_leaf]
+
+    def or_nodes(self) -> list[OrNode]:
+        return [n for n in self.walk() if isinstance(n, OrNode)]
+
+    def parent_or(self, node: OrNode) -> OrNode | None:
+        """The OR node whose decomposition owns ``node`` (None for the root)."""
+        if node.parent is None:
+            return None
+        return self.nodes[self.nodes[node.parent].parent]
+
+    def ancestors(self, node: OrNode) -> list[OrNode]:
+        """``node``'s OR ancestors, nearest first (``node`` itself included)."""
+        chain = [node]
+        while (up := self.parent_or(chain[-1])) is not None:
+            chain.append(up)
+        return chain
+
+    def add_finer_split(self, node: OrNode) -> AndNode | None:
+        """A new decomposition of a fusion-group leaf into smaller groups:
+        its nodes cut in two halves at the middle, each half regrouped
+        (``partition``).  None when the leaf has a single op.  The leaf keeps
+        its own candidates; the split is an alternative to them."""
+        nodes = [n for n in node.sub.nodes]
+        compute = [n for n in nodes if n.op == "call_function" and op_name(n) != "getitem"]
+        if len(compute) < 2:
+            return None
+        half = len(nodes) // 2
+        while half < len(nodes) and op_name(nodes[half]) == "getitem":
+            half += 1  # a tuple and its getitems stay together
+        if half in (0, len(nodes)):
+            return None
+        split = self.new_and(node, "finer split")
+        for part in (nodes[:half], nodes[half:]):
+            for group in partition(part):
+                self.new_or(make_subproblem("", group.nodes, self.graph_outputs, group.kind, group=group), split)
+        return split
+
+    def add_mutation(self, host: OrNode, fused: SubProblem, replaced: list[OrNode], kept: list[OrNode], label: str) -> tuple[AndNode, OrNode]:
+        """Record a speculative fusion: a new decomposition of ``host`` made
+        of the fused sub-problem (a new OR node) plus the ``kept`` OR nodes of
+        host's current plan (shared, not copied).  ``replaced`` are the items
+        the fused node stands in for (for the report and events)."""
+        split = self.new_and(host, label)
+        split.shared = list(kept)
+        node = self.new_or(fused, split)
+        node.fused_from = [r.id for r in replaced]
+        return split, node
+
+    def new_and(self, parent: OrNode, label: str) -> AndNode:
+        node = AndNode(self._next_id("and"), parent.id, label)
+        parent.children.append(node)
+        self.nodes[node.id] = node
+        return node
+
+    def new_or(self, sub: SubProblem, parent: AndNode) -> OrNode:
+        node_id = self._next_id("or")
+        if not sub.id:
+            sub.id = f"sp{node_id[2:]}"
+        node = OrNode(node_id, sub, parent.id)
+        parent.children.append(node)
+        self.nodes[node.id] = node
+        return node
+
+
+def _id_counter():
+    ids = itertools.count()
+
+    def next_id(prefix: str) -> str:
+        return f"{prefix}{next(ids):03d}"
+
+    return next_id
 
 
 def _module_chain(node: fx.Node) -> list[tuple[str, str]]:
@@ -109,17 +220,13 @@ def _module_chain(node: fx.Node) -> list[tuple[str, str]]:
 
 def build_tree(graph: Graph) -> FusionTree:
     """Top-down construction of the FusionTree of a captured graph."""
-    ids = itertools.count()
-
-    def next_id(prefix: str) -> str:
-        return f"{prefix}{next(ids):03d}"
-
+    next_id = _id_counter()
     outputs = graph.output_nodes
     root_sub = make_subproblem("sp_model", graph.compute_nodes, outputs, "region", label="Model")
     root_sub.module_path = ""
     root = OrNode(next_id("or"), root_sub, None)
     _expand(root, depth=0, outputs=outputs, next_id=next_id)
-    return FusionTree(root)
+    return FusionTree(root, outputs, next_id)
 
 
 def _expand(node: OrNode, depth: int, outputs: list[fx.Node], next_id) -> None:
@@ -138,9 +245,44 @@ def _expand(node: OrNode, depth: int, outputs: list[fx.Node], next_id) -> None:
             if key is not None:
                 _expand(child, depth + 1, outputs, next_id)
             else:
-                _split_groups(child, outputs, next_id)
+                _split_seams(child, outputs, next_id)
         return
-    _split_groups(node, outputs, next_id)
+    _split_seams(node, outputs, next_id)
+
+
+def _split_seams(node: OrNode, outputs: list[fx.Node], next_id) -> None:
+    """Split a region without child modules at its heavy ops; chains between them go on to fusion groups."""
+    pieces = _heavy_seams(node.sub.nodes)
+    if len(pieces) <= 1:
+        _split_groups(node, outputs, next_id)
+        return
+    split = AndNode(next_id("and"), node.id, "by heavy-op seams")
+    node.children.append(split)
+    for is_heavy, nodes in pieces:
+        child_id = next_id("or")
+        sub = make_subproblem(f"sp{child_id[2:]}", nodes, outputs, "region")
+        sub.module_path = node.sub.module_path
+        child = OrNode(child_id, sub, split.id)
+        split.children.append(child)
+        _split_groups(child, outputs, next_id)
+
+
+def _heavy_seams(nodes: list[fx.Node]) -> list[tuple[bool, list[fx.Node]]]:
+    """Each heavy op alone (with the getitems that unpack it) and the maximal chains between them."""
+    pieces: list[tuple[bool, list[fx.Node]]] = []
+    where: dict[str, int] = {}
+    for n in nodes:
+        cat = policy.category(n)
+        if cat == "getitem" and isinstance(n.args[0], fx.Node) and n.args[0].name in where and pieces[where[n.args[0].name]][0]:
+            pieces[where[n.args[0].name]][1].append(n)
+        elif cat == "heavy":
+            pieces.append((True, [n]))
+        elif pieces and not pieces[-1][0]:
+            pieces[-1][1].append(n)
+        else:
+            pieces.append((False, [n]))
+        where[n.name] = len(pieces) - 1
+    return pieces
 
 
 def _module_runs(nodes: list[fx.Node], depth: int) -> list[tuple[tuple[str, str] | None, list[fx.Node]]]:

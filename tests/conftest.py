@@ -1,11 +1,19 @@
 """Fixtures shared by every test package: the reference models in ../shared."""
 import json
+import os
+import tempfile
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_MODELS = REPO.parent / "shared" / "models"
+
+# A fresh kernel cache per test session (worker and child processes inherit
+# it): tests never read ~/.cache, and a test that counts agent calls is not
+# answered by an earlier session's kernels.  Tests of the cache itself use
+# their own tmp_path.
+os.environ["LEGO_CACHE_DIR"] = tempfile.mkdtemp(prefix="lego-test-cache-")
 
 
 @pytest.fixture(scope="session")

@@ -119,7 +119,7 @@ def test_and_or_structure(name):
                 assert node.sub.kind == "region"
         else:
             assert isinstance(node, AndNode)
-            assert node.label in ("by module hierarchy", "fusion groups")
+            assert node.label in ("by module hierarchy", "by heavy-op seams", "fusion groups")
             assert node.children, "an AND node needs children"
             assert all(isinstance(c, OrNode) for c in node.children)
             # (see test_or_children_point_at_their_and_node for which id that should be)

@@ -1,0 +1,559 @@
+"""The LEGO search: a parallel multi-agent search over the AND-OR FusionTree.
+
+``Search.run()`` goes through these phases (``docs/SEARCH.md`` describes
+them with the metrics they produce):
+
+1. **library plan**: every leaf gets its library (ATen) candidate, timed on
+   a GPU or estimated; this is the first complete plan and the baseline.
+2. **top-down**: every OR node an agent can attempt (``Agent.can_attempt``)
+   is an *open node*; the scheduler hands open nodes to the agent pool in
+   order of expected gain (library estimate minus fused estimate, in ms).
+   Structure-aware dedupe: one node per canonical signature is solved, the
+   others wait and reuse its result; the persistent kernel cache answers
+   signatures solved by earlier runs with no agent call.  A candidate that
+   fails verification goes back to its agent with the verifier's reason;
+   when every attempt failed, the leaf gets a *finer split*.
+3. **bottom-up mutation**: the current best plan's neighbouring items are
+   fused speculatively (``mutation.propose_fusions``, rules in
+   ``fusion.legality``), in rounds of non-overlapping proposals ranked by
+   bytes saved; a fused candidate is kept only if it verifies and is cheaper
+   than the items it replaces (plan selection does that by itself).
+4. the final plan: ``plan.best_plan`` (measured times on a GPU, cost model
+   estimates without one).
+
+Agents run in parallel (``OptimizeConfig.agents``), but loading, verifying
+and timing candidates take one *lane* at a time, so GPU timings never
+overlap (and Triton's interpreter, which patches ``triton.language`` while
+it runs, is never entered twice).  Budgets stop the search: agent calls,
+tokens, wall time and patience (no better plan for a while).
+
+``strategy="monolithic"`` is the baseline the method is compared with: one
+agent handed the whole model as one sub-problem, with the same budget.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import math
+import threading
+import time
+from pathlib import Path
+from types import ModuleType
+
+import torch
+
+from lego_core import costing
+from lego_core.agents.base import Agent, Proposal
+from lego_core.agents.pool import make_pool
+from lego_core.config import OptimizeConfig
+from lego_core.events import (
+    CandidateProposed,
+    NodeCreated,
+    NodeReused,
+    PlanImproved,
+    Progress,
+    Sink,
+    Timing,
+    TranscriptMessage,
+    VerificationResult,
+)
+from lego_core.search.inputs import leaf_input_sets, load_module
+from lego_core.search.mutation import FusionProposal, propose_fusions
+from lego_core.search.plan import Plan, best_plan, direct_options
+from lego_core.tree import AndNode, Candidate, FusionTree, OrNode
+from lego_core.verify import VerifyReport, calls_back_into_reference, verify
+
+IMPROVEMENT = 1e-9  # ms; a plan must be cheaper than this to count as better
+
+
+@dataclasses.dataclass
+class SearchResult:
+    """The chosen plan and how the search got there.
+
+    ``plan``: the final plan (items in schedule order, each with ``chosen``);
+    ``baseline_ms``: the library plan's cost; ``metrics``: agent calls,
+    tokens, times to first / final plan (s), reuse and mutation counts, the
+    best cost over time; ``mutations``: one dict per tried fusion."""
+
+    plan: Plan
+    baseline_ms: float
+    metrics: dict
+    mutations: list[dict]
+
+    @property
+    def plan_cost_ms(self) -> float:
+        return self.plan.cost_ms
+
+    @property
+    def cost_kind(self) -> str:
+        return self.plan.cost_kind
+
+
+@dataclasses.dataclass
+class Outcome:
+    """What solving one node gave: its agent candidates (any state), whether
+    they came from the cache, and the verifier's reasons."""
+
+    candidates: list[Candidate]
+    from_cache: bool = False
+    feedback: list[str] = dataclasses.field(default_factory=list)
+    failed_verification: bool = False
+
+
+class Search:
+    """One search over ``tree``; see the module docstring for the phases.
+
+    ``activations``: one dict per verification seed mapping graph value
+    names to reference values; ``parameters``: placeholder names holding
+    model parameters (perturbed in all but the first input set); ``cache``:
+    a ``lego_core.cache.KernelCache`` or None.
+    """
+
+    def __init__(
+        self,
+        tree: FusionTree,
+        activations: list[dict],
+        parameters: set[str],
+        agent: Agent,
+        config: OptimizeConfig,
+        dtype: torch.dtype,
+        device: str,
+        work_dir: Path,
+        emit: Sink,
+        cache=None,
+    ):
+        self.tree, self.activations, self.parameters = tree, activations, parameters
+        self.agent, self.config, self.dtype, self.device = agent, config, dtype, device
+        self.work_dir, self.cache = work_dir, cache
+        self._emit_lock = threading.Lock()
+        self._raw_emit = emit
+        self.lane = threading.Lock()
+        self.measure = device == "cuda" and config.timing == "auto"
+        self.modules: dict[str, ModuleType] = {}
+        self.solved: dict[str, OrNode] = {}  # signature -> the node solved for it
+        self.waiting: dict[str, list[OrNode]] = {}  # signature -> nodes waiting on it
+        self.attempts: dict[str, int] = {}
+        self.retrying: set[str] = set()
+        self.agent_calls = 0
+        self.tokens = 0
+        self.reused = 0
+        self.cache_hits = 0
+        self.mutations: list[dict] = []
+        self.started = time.monotonic()
+        self.best_cost = math.inf
+        self.last_improvement = self.started
+        self.cost_over_time: list[list[float]] = []
+        self.first_plan_s: float | None = None
+        self.final_plan_s = 0.0
+        self.stop_reason = ""
+        self.done = 0
+        self.total = 0
+
+    # ------------------------------------------------------------------ events
+
+    def emit(self, event) -> None:
+        with self._emit_lock:
+            self._raw_emit(event)
+
+    def announce(self, node: OrNode | AndNode) -> None:
+        """A NodeCreated event for a node made while searching."""
+        if isinstance(node, AndNode):
+            self.emit(NodeCreated(node_id=node.id, kind="and", parent=node.parent, label=node.label, shared=[p.id for p in node.shared]))
+        else:
+            sub = node.sub
+            self.emit(
+                NodeCreated(
+                    node_id=node.id,
+                    kind="or",
+                    parent=node.parent,
+                    label=sub.label,
+                    signature=sub.signature,
+                    ops=sub.ops,
+                    shapes=[list(s.shape) if s else None for s in sub.output_specs],
+                )
+            )
+
+    # ------------------------------------------------------------------ driver
+
+    def run(self) -> SearchResult:
+        """Search until done or out of budget; return the best plan."""
+        pool = make_pool(self.agent, self.config.agents, self.config.agent_pool) if self.config.use_triton else None
+        self.pool = pool
+        try:
+            for leaf in self.tree.leaves():
+                self._add_library(leaf)
+            baseline = best_plan(self.tree, self.config.force_triton)
+            self._plan_changed(baseline)
+            if pool is not None:
+                if self.config.strategy == "monolithic":
+                    self._solve_all([self.tree.root])
+                else:
+                    self._solve_all(self._open_nodes())
+                self.first_plan_s = self._elapsed()
+                if self.config.mutation and self.config.strategy == "lego":
+                    self._mutate()
+            else:
+                self.first_plan_s = self._elapsed()
+        finally:
+            if pool is not None:
+                pool.close()
+        plan = best_plan(self.tree, self.config.force_triton)
+        for item in plan.items:
+            if item.chosen.implementation == "triton" and item.chosen.kernel_name not in self.modules:
+                self.modules[item.chosen.kernel_name] = self._load(item.chosen)
+        return SearchResult(plan, baseline.cost_ms, self._metrics(), self.mutations)
+
+    def _metrics(self) -> dict:
+        return {
+            "agent_calls": self.agent_calls,
+            "tokens": self.tokens,
+            "time_to_first_plan_s": round(self.first_plan_s or 0.0, 3),
+            "time_to_final_plan_s": round(self.final_plan_s, 3),
+            "reused_nodes": self.reused,
+            "cache_hits": self.cache_hits,
+            "mutations_tried": len(self.mutations),
+            "mutations_accepted": sum(1 for m in self.mutations if m["accepted"]),
+            "best_cost_over_time": self.cost_over_time,
+            "search_time_s": round(self._elapsed(), 3),
+            "stop_reason": self.stop_reason or "search space exhausted",
+            "strategy": self.config.strategy,
+            "agents": self.config.agents,
+            "dedupe": self.config.dedupe,
+            "mutation": self.config.mutation,
+        }
+
+    def _elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def _open_nodes(self) -> list[OrNode]:
+        """Nodes an agent can attempt, most expected gain first."""
+        nodes = [n for n in self.tree.or_nodes() if self.agent.can_attempt(n.sub)]
+        return sorted(nodes, key=lambda n: -self._expected_gain(n))
+
+    def _expected_gain(self, node: OrNode) -> float:
+        sub = node.sub
+        return costing.library_estimate_ms(sub, self.dtype, self.config.target_gpu) - costing.fused_estimate_ms(sub, self.dtype, self.config.target_gpu)
+
+    def out_of_budget(self) -> str:
+        """The name of the budget that is spent, or "" while there is budget left."""
+        c = self.config
+        if c.max_agent_calls is not None and self.agent_calls >= c.max_agent_calls:
+            return "agent-call budget"
+        if c.max_tokens is not None and self.tokens >= c.max_tokens:
+            return "token budget"
+        if c.max_search_s is not None and self._elapsed() >= c.max_search_s:
+            return "wall-time budget"
+        if c.patience_s is not None and time.monotonic() - self.last_improvement >= c.patience_s:
+            return "patience (no better plan)"
+        return ""
+
+    # ------------------------------------------------------------ scheduling
+
+    def _solve_all(self, nodes: list[OrNode]) -> None:
+        """Solve ``nodes`` with up to ``agents`` in flight; dedupe by signature;
+        retries with feedback and finer splits join the queue."""
+        queue = list(nodes)
+        self.total += len(queue)
+        inflight: dict[concurrent.futures.Future, OrNode] = {}
+        with concurrent.futures.ThreadPoolExecutor(self.config.agents, thread_name_prefix="lego-node") as executor:
+            while queue or inflight:
+                while queue and len(inflight) < self.config.agents:
+                    node = queue.pop(0)
+                    retry = node.id in self.retrying
+                    if not retry and self._dedupe(node):
+                        continue
+                    reason = self.out_of_budget()
+                    if reason:
+                        self.stop_reason = reason
+                        queue.clear()
+                        break
+                    self.retrying.discard(node.id)
+                    inflight[executor.submit(self._solve_node, node)] = node
+                if not inflight:
+                    continue
+                finished, _ = concurrent.futures.wait(inflight, return_when=concurrent.futures.FIRST_COMPLETED)
+                for future in finished:
+                    node = inflight.pop(future)
+                    queue[:0] = self._finish(node, future.result())
+        for sig, nodes in list(self.waiting.items()):  # budget ran out before their twin was solved
+            self.waiting.pop(sig)
+
+    def _dedupe(self, node: OrNode) -> bool:
+        """True when ``node`` needs no work of its own: its signature is solved or being solved."""
+        if not self.config.dedupe:
+            return False
+        sig = node.sub.signature
+        if sig in self.solved:
+            self._reuse(node, self.solved[sig], via="dedupe")
+            return True
+        if sig in self.waiting:
+            self.waiting[sig].append(node)
+            return True
+        self.waiting[sig] = []
+        return False
+
+    def _finish(self, node: OrNode, outcome: Outcome) -> list[OrNode]:
+        """Record a solved node; returns nodes to put at the front of the queue."""
+        node.candidates.extend(outcome.candidates)
+        again: list[OrNode] = []
+        tries = self.attempts.get(node.id, 0)
+        if outcome.failed_verification and not outcome.from_cache and tries < self.config.max_attempts:
+            node.feedback = outcome.feedback
+            self.retrying.add(node.id)
+            return [node]  # back to its agent with the verifier's reason
+        if self.config.dedupe:
+            sig = node.sub.signature
+            self.solved[sig] = node
+            for twin in self.waiting.pop(sig, []):
+                self._reuse(twin, node, via="dedupe")
+        if outcome.failed_verification and node.is_leaf and node.sub.group is not None and node.fused_from is None:
+            split = self.tree.add_finer_split(node)
+            if split is not None:
+                self.announce(split)
+                for child in split.children:
+                    self.announce(child)
+                    self._add_library(child)
+                    if self.agent.can_attempt(child.sub):
+                        again.append(child)
+                self.total += len(again)
+                self.emit(TranscriptMessage(node_id=node.id, agent="scheduler", role="system", content=f"every candidate failed verification; split into {len(split.children)} smaller sub-problems ({split.id})"))
+        self.done += 1
+        self.emit(Progress(stage="search", done=self.done, total=max(self.total, self.done)))
+        self._plan_changed(best_plan(self.tree, self.config.force_triton))
+        return again
+
+    def _plan_changed(self, plan: Plan) -> None:
+        if plan.cost_ms < self.best_cost - IMPROVEMENT:
+            now = self._elapsed()
+            first = math.isinf(self.best_cost)
+            self.best_cost = plan.cost_ms
+            self.final_plan_s = now
+            self.last_improvement = time.monotonic()
+            self.cost_over_time.append([round(now, 3), plan.cost_ms])
+            baseline = self.cost_over_time[0][1]
+            self.emit(PlanImproved(cost_ms=plan.cost_ms, baseline_ms=baseline, speedup=baseline / plan.cost_ms if plan.cost_ms else 1.0, measured=plan.cost_kind == "measured", items=len(plan.items), initial=first))
+
+    # ---------------------------------------------------------- one node
+
+    def _solve_node(self, node: OrNode) -> Outcome:
+        """Runs in a worker thread: cache or agent, then verify and time in the lane."""
+        self.attempts[node.id] = self.attempts.get(node.id, 0) + 1
+        key = self._cache_key(node)
+        entry = self.cache.get(key) if key else None
+        if entry is not None:
+            return self._from_cache(node, entry)
+        feedback = list(node.feedback)
+        try:
+            proposal = self.pool.submit(node.sub, feedback).result()
+        except Exception as exc:  # noqa: BLE001 - an agent failure is that node's failure, not the run's
+            proposal = Proposal(None, transcript=[("system", f"the agent failed: {type(exc).__name__}: {exc}")])
+        with self._emit_lock:
+            self.agent_calls += 1
+            self.tokens += proposal.tokens
+        for role, content in proposal.transcript:
+            self.emit(TranscriptMessage(node_id=node.id, agent=self.agent.name, role=role, content=content, tokens=0))
+        if proposal.source is None:
+            outcome = Outcome([])
+        else:
+            number = self.attempts[node.id]
+            cand = Candidate(f"{node.id}-{self.agent.name}-{number}", node.id, self.agent.name, "triton", proposal.source, proposal.kernel_name or f"{node.sub.id}_kernel")
+            if number > 1:
+                cand.kernel_name = f"{cand.kernel_name}_v{number}"
+            self.emit(CandidateProposed(node_id=node.id, candidate_id=cand.id, agent=self.agent.name, implementation="triton", source=cand.source))
+            self._check(node, cand)
+            failed = not cand.usable
+            outcome = Outcome([cand], feedback=feedback + ([cand.rejected_reason] if failed else []), failed_verification=failed)
+        final = not outcome.failed_verification or self.attempts[node.id] >= self.config.max_attempts
+        if key and final:
+            self._store(key, node, proposal, outcome)
+        return outcome
+
+    def _check(self, node: OrNode, cand: Candidate) -> None:
+        """Load, verify and time a candidate in the lane (one at a time)."""
+        sub = node.sub
+        with self.lane:
+            input_sets = leaf_input_sets(node, self.activations, self.parameters, self.config.verify_seeds)
+            callback = calls_back_into_reference(cand.source, sub.ops)
+            if callback:
+                cand.verified = VerifyReport(False, math.inf, math.inf, callback, list(self.config.verify_seeds))
+            else:
+                try:
+                    module = self._load(cand)
+                except Exception as exc:  # noqa: BLE001 - a kernel file that does not import fails verification
+                    cand.verified = VerifyReport(False, math.inf, math.inf, f"the kernel file does not import: {type(exc).__name__}: {exc}", list(self.config.verify_seeds))
+                else:
+                    cand.verified = verify(lambda inputs, out: module.launch(*inputs, out=out), sub.run_reference, input_sets, self.dtype, list(self.config.verify_seeds))
+            report = cand.verified
+            if not report.passed:
+                cand.rejected_reason = report.reason
+            self.emit(VerificationResult(node_id=node.id, candidate_id=cand.id, passed=report.passed, max_abs_error=report.to_dict()["max_abs_error"], reason=report.reason))
+            if not report.passed:
+                return
+            if self.measure:
+                cand.time_ms, cand.time_kind = costing.measure_ms(lambda xs: module.launch(*xs), input_sets), "measured"
+            else:
+                cand.time_ms, cand.time_kind = costing.fused_estimate_ms(sub, self.dtype, self.config.target_gpu), "estimated"
+        library = next((c for c in node.candidates if c.implementation == "library"), None)
+        self.emit(Timing(node_id=node.id, candidate_id=cand.id, ms=cand.time_ms, measured=cand.time_kind == "measured", baseline_ms=library.time_ms if library else None))
+
+    def _load(self, cand: Candidate) -> ModuleType:
+        path = self.work_dir / f"{cand.kernel_name}.py"
+        path.write_text(cand.source)
+        return load_module(path, f"lego_candidate_{self.work_dir.name}_{cand.kernel_name}")
+
+    def _add_library(self, leaf: OrNode) -> None:
+        """The library candidate of a leaf: measured on a GPU when an agent may compete, else estimated."""
+        if any(c.implementation == "library" for c in leaf.candidates):
+            return
+        library = Candidate(f"{leaf.id}-library", leaf.id, "library", "library")
+        contested = self.config.use_triton and self.agent.can_attempt(leaf.sub)
+        if self.measure and contested:
+            with self.lane:
+                input_sets = leaf_input_sets(leaf, self.activations, self.parameters, self.config.verify_seeds)
+                library.time_ms, library.time_kind = costing.measure_ms(leaf.sub.run_reference, input_sets), "measured"
+        else:
+            library.time_ms = costing.library_estimate_ms(leaf.sub, self.dtype, self.config.target_gpu)
+        leaf.candidates.insert(0, library)
+        leaf.chosen = leaf.chosen or library
+        self.emit(Timing(node_id=leaf.id, candidate_id=library.id, ms=library.time_ms, measured=library.time_kind == "measured"))
+
+    # ------------------------------------------------------------- reuse
+
+    def _reuse(self, node: OrNode, earlier: OrNode, via: str) -> None:
+        """Take over the agent candidates of an equal-signature node solved before."""
+        self.reused += 1
+        node.reused_from = earlier.id
+        for cand in earlier.candidates:
+            if cand.implementation == "library":
+                continue
+            node.candidates.append(dataclasses.replace(cand, id=f"{node.id}-{cand.agent}-reused", node_id=node.id))
+        chosen = next((c for c in node.candidates if c.implementation != "library" and c.usable), None)
+        self.emit(NodeReused(node_id=node.id, reused_from=earlier.id, via=via, usable=chosen is not None))
+        self.emit(TranscriptMessage(node_id=node.id, agent="dedupe", role="system", content=f"same signature as {earlier.id}: reusing its result, no agent call"))
+
+    def _cache_key(self, node: OrNode) -> str:
+        if self.cache is None or not self.config.cache or not self.config.dedupe:
+            return ""
+        from lego_core.cache import cache_key
+
+        dtype = str(self.dtype).removeprefix("torch.")
+        return cache_key(node.sub.signature, self.device, dtype, self.agent.name, self.config.key())
+
+    def _from_cache(self, node: OrNode, entry) -> Outcome:
+        """A signature solved by an earlier run: no agent call; a cached kernel is verified again here."""
+        with self._emit_lock:
+            self.cache_hits += 1
+        node.reused_from = "cache"
+        note = f"signature solved before ({entry.origin}); taking the result from the kernel cache, no agent call"
+        if entry.source is None:
+            self.emit(TranscriptMessage(node_id=node.id, agent="cache", role="system", content=f"{note}: the agent had no kernel for it ({entry.reason or 'declined'})"))
+            self.emit(NodeReused(node_id=node.id, reused_from="cache", via="cache", usable=False))
+            return Outcome([], from_cache=True)
+        self.emit(TranscriptMessage(node_id=node.id, agent="cache", role="system", content=f"{note}; verifying it again on this run's inputs"))
+        cand = Candidate(f"{node.id}-{entry.agent}-cached", node.id, entry.agent, "triton", entry.source, f"{node.sub.id}_{entry.kernel_name.split('_', 1)[-1]}" if entry.kernel_name else f"{node.sub.id}_kernel")
+        self.emit(CandidateProposed(node_id=node.id, candidate_id=cand.id, agent=entry.agent, implementation="triton", source=cand.source))
+        self._check(node, cand)
+        self.emit(NodeReused(node_id=node.id, reused_from="cache", via="cache", usable=cand.usable))
+        return Outcome([cand], from_cache=True, failed_verification=not cand.usable, feedback=[cand.rejected_reason] if not cand.usable else [])
+
+    def _store(self, key: str, node: OrNode, proposal: Proposal, outcome: Outcome) -> None:
+        from lego_core.cache import CacheEntry
+
+        cand = outcome.candidates[-1] if outcome.candidates else None
+        usable = cand is not None and cand.usable
+        report = cand.verified if cand is not None else None
+        self.cache.put(
+            key,
+            CacheEntry(
+                signature=node.sub.signature,
+                agent=self.agent.name,
+                source=cand.source if usable else None,
+                kernel_name=cand.kernel_name if cand else "",
+                transcript=[list(m) for m in proposal.transcript],
+                tokens=proposal.tokens,
+                passed=usable,
+                reason="" if usable else (cand.rejected_reason if cand else "the agent declined"),
+                max_abs_error=report.to_dict()["max_abs_error"] if usable and report else None,
+                time_ms=cand.time_ms if usable else None,
+                time_kind=cand.time_kind if usable else "",
+                created=time.time(),
+                origin=self.cache_origin,
+            ),
+        )
+
+    cache_origin = "an earlier run"
+
+    # ---------------------------------------------------------- mutation
+
+    def _mutate(self) -> None:
+        """Rounds of speculative fusion of the best plan's neighbouring items."""
+        tried: set[frozenset] = set()
+        while True:
+            reason = self.out_of_budget()
+            if reason:
+                self.stop_reason = reason
+                return
+            plan = best_plan(self.tree, self.config.force_triton)
+            proposals, _rejected = propose_fusions(plan.items, self.tree.graph_outputs, tried)
+            if not proposals:
+                return
+            batch: list[FusionProposal] = []
+            taken: set[str] = set()
+            for proposal in proposals:
+                ids = {item.id for item in proposal.items}
+                if ids & taken:
+                    continue  # overlaps a better proposal of this round; proposed again next round
+                tried.add(proposal.key)
+                taken |= ids
+                batch.append(proposal)
+            fused = [self._attach(proposal, plan) for proposal in batch]
+            self._solve_all([node for node in fused if self.agent.can_attempt(node.sub)])
+            for proposal, node in zip(batch, fused):
+                self._record_mutation(proposal, node)
+
+    def _attach(self, proposal: FusionProposal, plan: Plan) -> OrNode:
+        """Add the fusion as a new decomposition of the nearest ancestor whose best plan holds every fused item."""
+        ids = {item.id for item in proposal.items}
+        host = self.tree.root
+        for ancestor in self.tree.ancestors(proposal.items[0])[1:]:
+            sub_plan = best_plan(self.tree, self.config.force_triton, root=ancestor) if ancestor is not self.tree.root else plan
+            if ids <= set(sub_plan.item_ids):
+                host = ancestor
+                kept = [item for item in sub_plan.items if item.id not in ids]
+                break
+        else:
+            kept = [item for item in plan.items if item.id not in ids]
+        split, node = self.tree.add_mutation(host, proposal.sub, proposal.items, kept, proposal.label())
+        node.sub.label = f"fused {' + '.join(item.sub.label for item in proposal.items)}"[:200]
+        self.announce(split)
+        self.announce(node)
+        self._add_library(node)  # the fused region op by op: its baseline
+        self.emit(TranscriptMessage(node_id=node.id, agent="mutation", role="system", content=f"{proposal.kind}: fusing {', '.join(i.id for i in proposal.items)} saves {proposal.bytes_saved} bytes of traffic; decomposition {split.id} of {host.id}"))
+        return node
+
+    def _record_mutation(self, proposal: FusionProposal, node: OrNode) -> None:
+        options = [c for c in direct_options(node) if c.implementation != "library"]
+        replaced_ms = sum(item.chosen.time_ms for item in proposal.items)
+        fused_ms = options[0].time_ms if options else None
+        accepted = fused_ms is not None and fused_ms < replaced_ms - IMPROVEMENT
+        if options and not accepted:
+            reason = f"verified but not cheaper ({fused_ms:.4g} ms vs {replaced_ms:.4g} ms)"
+        elif not options:
+            failed = [c.rejected_reason for c in node.candidates if c.rejected_reason]
+            reason = failed[-1] if failed else "no kernel was written for it"
+        else:
+            reason = ""
+        self.mutations.append(
+            {
+                "node_id": node.id,
+                "kind": proposal.kind,
+                "fused": [item.id for item in proposal.items],
+                "ops": node.sub.ops,
+                "bytes_saved": proposal.bytes_saved,
+                "replaced_ms": replaced_ms,
+                "fused_ms": fused_ms,
+                "accepted": accepted,
+                "reused_from": node.reused_from,
+                "reason": reason,
+            }
+        )
