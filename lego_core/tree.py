@@ -13,17 +13,19 @@ per level:
    maximal consecutive runs of nodes that belong to the same child module (or
    to the region's own ops); consecutive runs of a topological order can
    never form a cycle;
-3. ``by heavy-op seams``: a region with no child modules left is split at
-   its heavy ops (GEMM, conv, attention matmuls, recurrent layers): each heavy
-   op alone, and the chains of pointwise / reduction / layout ops between
-   them;
+3. ``by heavy-op seams``: a region is split at its heavy ops (GEMM, conv,
+   attention matmuls, recurrent layers): each heavy op alone, and the chains
+   of pointwise / reduction / layout ops between them.  A region with child
+   modules gets this as a second decomposition next to the module one (its
+   chains cross the child modules' seams, e.g. a residual add and the next
+   block's LayerNorm); a region without child modules gets only this one;
 4. ``fusion groups``: a chain is split into fusion groups
    (``fusion.groups.partition``); each group is a leaf OR node whose
    candidates the agents propose.
 
-Top-down decompositions respect module seams on purpose (small,
-context-isolated sub-problems); fusing across them is bottom-up mutation's
-job.  The search adds more alternatives while it runs:
+Sub-problems that appear in several decompositions (the same fusion group
+under the module split and under the seam split) have equal signatures, so
+structure-aware dedupe solves them once.  The search adds more alternatives while it runs:
 ``FusionTree.add_finer_split`` (a leaf whose direct candidates keep failing
 verification is split into smaller groups) and ``FusionTree.add_mutation``
 (a fused sub-problem replacing neighbouring plan items, as a new
@@ -246,6 +248,7 @@ def _expand(node: OrNode, depth: int, outputs: list[fx.Node], next_id) -> None:
                 _expand(child, depth + 1, outputs, next_id)
             else:
                 _split_seams(child, outputs, next_id)
+        _split_seams(node, outputs, next_id)  # the alternative: heavy-op seams across the child modules
         return
     _split_seams(node, outputs, next_id)
 
@@ -254,7 +257,8 @@ def _split_seams(node: OrNode, outputs: list[fx.Node], next_id) -> None:
     """Split a region without child modules at its heavy ops; chains between them go on to fusion groups."""
     pieces = _heavy_seams(node.sub.nodes)
     if len(pieces) <= 1:
-        _split_groups(node, outputs, next_id)
+        if not node.children:
+            _split_groups(node, outputs, next_id)
         return
     split = AndNode(next_id("and"), node.id, "by heavy-op seams")
     node.children.append(split)

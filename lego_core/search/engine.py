@@ -234,10 +234,11 @@ class Search:
         sub = node.sub
         return costing.library_estimate_ms(sub, self.dtype, self.config.target_gpu) - costing.fused_estimate_ms(sub, self.dtype, self.config.target_gpu)
 
-    def out_of_budget(self) -> str:
-        """The name of the budget that is spent, or "" while there is budget left."""
+    def out_of_budget(self, pending: int = 0) -> str:
+        """The name of the budget that is spent, or "" while there is budget
+        left; ``pending`` agent calls in flight count against the call budget."""
         c = self.config
-        if c.max_agent_calls is not None and self.agent_calls >= c.max_agent_calls:
+        if c.max_agent_calls is not None and self.agent_calls + pending >= c.max_agent_calls:
             return "agent-call budget"
         if c.max_tokens is not None and self.tokens >= c.max_tokens:
             return "token budget"
@@ -262,8 +263,13 @@ class Search:
                     retry = node.id in self.retrying
                     if not retry and self._dedupe(node):
                         continue
-                    reason = self.out_of_budget()
+                    reason = self.out_of_budget(pending=len(inflight))
                     if reason:
+                        if inflight and reason == "agent-call budget":
+                            queue.insert(0, node)  # a call in flight may turn out to be a cache hit
+                            if self.config.dedupe:
+                                self.waiting.pop(node.sub.signature, None)
+                            break
                         self.stop_reason = reason
                         queue.clear()
                         break
@@ -437,7 +443,14 @@ class Search:
         from lego_core.cache import cache_key
 
         dtype = str(self.dtype).removeprefix("torch.")
-        return cache_key(node.sub.signature, self.device, dtype, self.agent.name, self.config.key())
+        return cache_key(node.sub.signature, self.device_name, dtype, self.agent.name, self.config.key())
+
+    @property
+    def device_name(self) -> str:
+        """The device for the cache key: measured times belong to one GPU model."""
+        if self.device == "cuda":
+            return f"cuda:{torch.cuda.get_device_name()}"
+        return self.device
 
     def _from_cache(self, node: OrNode, entry) -> Outcome:
         """A signature solved by an earlier run: no agent call; a cached kernel is verified again here."""
