@@ -206,6 +206,47 @@ def poll_until(predicate, timeout_s: float, what: str, log: Path | None = None, 
 
 
 @pytest.fixture
+def start_worker(spawn, wait_for, media_root, settings, tmp_path):
+    """``start_worker(name, *celery_args, **env)`` starts ``celery -A
+    webapp.config worker`` on the test database, this session's queues and
+    Redis, with MEDIA_ROOT shared and a kernel cache of its own (so agents
+    are really asked), waits until it is ready and returns ``(proc, log)``.
+    Without ``-Q`` it consumes the run queue."""
+    from django.db import connection
+
+    db = connection.settings_dict
+    if db["ENGINE"] != "django.db.backends.postgresql" or not settings.CELERY_BROKER_URL.startswith("redis"):
+        pytest.skip("this test runs against PostgreSQL and Redis (see webapp/config/settings/test.py)")
+    auth = db["USER"] + (f":{db['PASSWORD']}" if db["PASSWORD"] else "")
+
+    def start(name: str, *celery_args: str, **extra_env: str) -> tuple[subprocess.Popen, Path]:
+        env = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "webapp.config.settings.test",
+            "DATABASE_URL": f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}",
+            "LEGO_VAR_DIR": str(media_root.parent),
+            "LEGO_CACHE_DIR": str(tmp_path / "kernel-cache"),
+            "TRITON_INTERPRET": os.environ.get("TRITON_INTERPRET", "1"),
+            **extra_env,
+        }
+        argv = [sys.executable, "-m", "celery", "-A", "webapp.config", "worker", "--loglevel", "INFO",
+                "--hostname", f"{name}-{settings.CELERY_TASK_DEFAULT_QUEUE}@%h",
+                "--without-gossip", "--without-mingle", "--without-heartbeat", *celery_args]
+        proc, log = spawn(name, argv, env)
+        wait_for(lambda: proc.poll() is not None or "ready." in log.read_text(errors="replace"), 120, f"the {name} worker", log)
+        assert proc.poll() is None, log.read_text()
+        return proc, log
+
+    return start
+
+
+@pytest.fixture
+def agents_worker(start_worker, settings):
+    """A worker of this session's agents queue, as ``make run`` starts it."""
+    return start_worker("agents", "-Q", settings.LEGO_AGENT_QUEUE, "--pool", "threads", "--concurrency", "4")
+
+
+@pytest.fixture
 def wait_for():
     """``wait_for(predicate, timeout_s, what, log=None, every_s=0.5)``."""
     return poll_until

@@ -1,5 +1,5 @@
 """A user's whole flow in headless Chromium against ``make run`` on the
-embedded defaults (SQLite file, filesystem broker, one real Celery worker):
+embedded defaults (SQLite file, filesystem broker, a real run worker and agents worker):
 log in, upload a tiny gpt_stack, watch the run page follow the run to the
 end, download the zip and check ``optimized_model.py`` against eager in a
 fresh Python process; then a broken upload fails readably and the same worker

@@ -12,7 +12,7 @@ import requests
 pytestmark = pytest.mark.slow
 
 MODEL = "scores_chain.py"
-SERVICE_VARS = ("DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE", "LEGO_CELERY_QUEUE")
+SERVICE_VARS = ("DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE", "LEGO_CELERY_QUEUE", "LEGO_AGENT_QUEUE")
 
 
 def free_port() -> int:

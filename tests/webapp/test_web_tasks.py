@@ -1,13 +1,18 @@
 """The run task's bookkeeping with a stand-in for lego_core.optimize: events
 stored in order, every failure path ends the run, nothing stays running.
 (The real optimizer and a real worker are in test_web_worker.py.)"""
+import json
+import os
+
 import pytest
 
 from lego_core import ChildCrashed, ProblemError
 from lego_core.events import Progress, RunFailed, RunFinished, StageStarted
 from webapp.runs import execution
+from webapp.runs.fanout import AgentWorkerMissing
 from webapp.runs.models import Run
-from webapp.runs.tasks import optimize_run
+from webapp.runs.signals import consumes
+from webapp.runs.tasks import optimize_run, propose
 
 pytestmark = pytest.mark.django_db
 
@@ -133,3 +138,88 @@ def test_event_numbers_continue_after_existing_events(make_run):
     second = execution.EventRecorder(run)
     second(StageStarted(stage="capture"))
     assert list(run.events.values_list("seq", flat=True)) == [1, 2]
+
+
+# --- agent fan-out: the run's config, a missing agents worker, the propose task
+
+
+def test_runs_fan_agents_out_to_celery_unless_turned_off(make_run, fake_optimize, settings):
+    calls = fake_optimize(lambda spec, out_dir, sink: {})
+    optimize_run(str(make_run().id))
+    settings.LEGO_AGENT_FANOUT = False
+    settings.LEGO_AGENTS = 2
+    optimize_run(str(make_run().id))
+    (_, _, fanned), (_, _, local) = calls
+    assert (fanned.agent_pool, fanned.agents) == ("webapp.runs.fanout:CeleryAgentPool", 4)
+    assert (local.agent_pool, local.agents) == (None, 2)
+
+
+def test_the_optimizer_reaches_the_relay_only_while_the_run_lasts(make_run, fake_optimize):
+    seen = []
+    fake_optimize(lambda spec, out_dir, sink: seen.append(os.environ.get("LEGO_AGENT_RELAY")) or {})
+    optimize_run(str(make_run().id))
+    assert seen[0] and seen[0].endswith("agents.sock")
+    assert "LEGO_AGENT_RELAY" not in os.environ and not os.path.exists(seen[0])
+
+
+def test_a_missing_agents_worker_stops_the_run_with_its_message(make_run, fake_optimize, monkeypatch):
+    message = "no agents worker took an agent task from the Celery queue 'q' within 1 s"
+
+    class Relay:  # an AgentRelay whose CeleryCalls found no agents worker
+        missing = AgentWorkerMissing(message)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc_info):
+            return None
+
+    monkeypatch.setattr(execution, "AgentRelay", Relay)
+
+    def behaviour(spec, out_dir, sink):
+        try:
+            sink(StageStarted(stage="search"))  # the first event after the agents were found missing
+        except Exception as exc:  # what lego_core.optimize does with an exception
+            sink(RunFailed(error_type=type(exc).__name__, message=str(exc)))
+            raise
+        pytest.fail("the event went through")
+
+    run = make_run()
+    fake_optimize(behaviour)
+    optimize_run(str(run.id))
+    run.refresh_from_db()
+    assert (run.state, run.error_message) == ("failed", message)
+    assert [(e.type, e.data["error_type"]) for e in run.events.all()] == [("run_failed", "AgentWorkerMissing")]
+
+
+def test_a_restarted_agents_worker_leaves_the_runs_alone(settings):
+    class Queue:
+        def __init__(self, name):
+            self.name = name
+
+    class Consumer:
+        def __init__(self, *queues):
+            self.task_consumer = type("TaskConsumer", (), {"queues": [Queue(q) for q in queues]})()
+
+    runs = settings.CELERY_TASK_DEFAULT_QUEUE
+    assert consumes(Consumer(runs), runs)
+    assert not consumes(Consumer(settings.LEGO_AGENT_QUEUE), runs)
+    assert consumes(object(), runs)  # cannot tell: as before
+
+
+def test_the_propose_task_rebuilds_the_sub_problem_and_asks_the_agent(shared_models, tiny_overrides):
+    from lego_core.agents.payload import sub_to_payload
+    from lego_core.agents.template.agent import TemplateAgent
+    from lego_core.capture import capture_graph
+    from lego_core.problem import ProblemSpec, load_problem
+    from lego_core.tree import build_tree
+
+    spec = ProblemSpec(str(shared_models / "scores_chain.py"), tiny_overrides("scores_chain.py"))
+    agent = TemplateAgent()
+    sub = next(leaf.sub for leaf in build_tree(capture_graph(load_problem(spec))).leaves() if agent.can_attempt(leaf.sub))
+    answer = propose("template", json.loads(json.dumps(sub_to_payload(sub))), [])  # called in this process
+    local = agent.propose(sub, [])
+    assert answer["source"] == local.source and answer["source"]
+    assert answer["transcript"][0][1].startswith("agents worker") and [tuple(m) for m in answer["transcript"][1:]] == local.transcript
+    with pytest.raises(ValueError, match="sub-problem payload"):
+        propose("template", {"id": "sp1"}, [])

@@ -2,15 +2,12 @@
 Redis, with the real lego_core.optimize on a tiny reference model.
 
 The test process serves the pages (Django test client on a transactional
-test database); the worker is ``celery -A webapp.config worker`` in a
-subprocess connected to that same test database and this session's queue.
+test database); the workers are ``celery -A webapp.config worker`` in
+subprocesses connected to that same test database and this session's queues:
+a run worker and, beside it, an agents worker for the agent calls.
 """
-import os
-import sys
-
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
-from django.db import connection
 from django.urls import reverse
 
 from webapp.runs.models import Run
@@ -23,26 +20,10 @@ CRASHING_MODEL = b"import os\nimport signal\n\nos.kill(os.getpid(), signal.SIGKI
 
 
 @pytest.fixture
-def worker(spawn, wait_for, media_root, settings):
-    """A Celery worker on the test database; MEDIA_ROOT is shared with it."""
-    db = connection.settings_dict
-    if db["ENGINE"] != "django.db.backends.postgresql" or not settings.CELERY_BROKER_URL.startswith("redis"):
-        pytest.skip("this test runs against PostgreSQL and Redis (see webapp/config/settings/test.py)")
-    auth = db["USER"] + (f":{db['PASSWORD']}" if db["PASSWORD"] else "")
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "webapp.config.settings.test",
-        "DATABASE_URL": f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}",
-        "LEGO_VAR_DIR": str(media_root.parent),
-        "TRITON_INTERPRET": os.environ.get("TRITON_INTERPRET", "1"),
-    }
-    queue = settings.CELERY_TASK_DEFAULT_QUEUE
-    argv = [sys.executable, "-m", "celery", "-A", "webapp.config", "worker", "--loglevel", "INFO",
-            "--hostname", f"{queue}@%h", "--without-gossip", "--without-mingle", "--without-heartbeat"]
-    proc, log = spawn("worker", argv, env)
-    wait_for(lambda: proc.poll() is not None or "ready." in log.read_text(errors="replace"), 120, "the worker", log)
-    assert proc.poll() is None, log.read_text()
-    return proc, log
+def worker(start_worker, agents_worker):
+    """A run worker (and an agents worker beside it) on the test database;
+    MEDIA_ROOT is shared with them."""
+    return start_worker("worker")
 
 
 def upload(client, name: str, content: bytes, overrides: dict) -> Run:

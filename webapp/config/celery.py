@@ -1,7 +1,9 @@
 """The Celery app. Settings come from Django's, under the ``CELERY_`` prefix.
 
-Start a worker with ``celery -A webapp.config worker --concurrency 1``
-(one run at a time, so timings never overlap).
+Start a run worker with ``celery -A webapp.config worker`` (the solo pool,
+one run at a time, so timings never overlap) and an agents worker with
+``celery -A webapp.config worker -Q lego-agents --pool threads --concurrency 8``
+(docs/WEB.md, *Queues and workers*).
 """
 import os
 

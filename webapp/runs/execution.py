@@ -1,10 +1,13 @@
 """Carrying out one run: claim it, record its events, set its final state.
 
 Used by the Celery task (``webapp.runs.tasks``); nothing here imports or runs
-the uploaded file: ``lego_core.optimize`` does that in a child process.
+the uploaded file: ``lego_core.optimize`` does that in a child process.  With
+agent fan-out on, that child's agent calls reach the agents queue through an
+``AgentRelay`` in this process (``fanout.py``).
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 from typing import Any
@@ -15,11 +18,13 @@ from django.utils import timezone
 
 from lego_core import ChildCrashed, OptimizeConfig, ProblemError, ProblemSpec, optimize
 from lego_core.events import Event, RunFailed
+from webapp.runs.fanout import AgentRelay, AgentWorkerMissing
 from webapp.runs.models import Run, RunEvent
 
 log = logging.getLogger(__name__)
 
 WORKER_LOST_MESSAGE = "The worker stopped while this run was going; upload the model again to retry."
+FANOUT_POOL = "webapp.runs.fanout:CeleryAgentPool"
 
 
 def jsonable(value: Any) -> Any:
@@ -66,13 +71,43 @@ def claim(run_id: str, worker: str) -> Run | None:
     return run
 
 
+def run_config() -> OptimizeConfig:
+    """The optimizer's knobs for a web run: its time limit, how many agents
+    work at once and, with fan-out on, that they run on the agents queue."""
+    return OptimizeConfig(
+        timeout_s=settings.LEGO_RUN_TIMEOUT_S,
+        agents=settings.LEGO_AGENTS,
+        agent_pool=FANOUT_POOL if settings.LEGO_AGENT_FANOUT else None,
+    )
+
+
+def stop_when_agents_missing(sink, relay: AgentRelay | None):
+    """``sink``, except that once no agents worker took a task in time the
+    next event raises AgentWorkerMissing (once), which stops the optimizer:
+    without agents the run would only rebuild the original model."""
+    tripped = False
+
+    def guarded(event: Event) -> None:
+        nonlocal tripped
+        if relay is not None and relay.missing is not None and not tripped:
+            tripped = True
+            raise AgentWorkerMissing(str(relay.missing))
+        sink(event)
+
+    return guarded
+
+
 def execute(run: Run) -> None:
     """Optimize a claimed run; it always ends finished or failed."""
     recorder = EventRecorder(run)
     try:
         spec = ProblemSpec(run.upload.path, run.overrides, run.dtype, run.device)
-        config = OptimizeConfig(timeout_s=settings.LEGO_RUN_TIMEOUT_S)
-        report = optimize(spec, run.output_path, config=config, sink=recorder)
+        config = run_config()
+        with AgentRelay() if config.agent_pool else contextlib.nullcontext() as relay:
+            sink = stop_when_agents_missing(recorder, relay)
+            report = optimize(spec, run.output_path, config=config, sink=sink)
+    except AgentWorkerMissing as exc:
+        fail(run, recorder, str(exc), error_type="AgentWorkerMissing")
     except ProblemError as exc:
         fail(run, recorder, str(exc), exc.line, error_type="ProblemError")
     except ChildCrashed as exc:

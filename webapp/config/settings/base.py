@@ -11,7 +11,14 @@ Environment variables:
 - ``LEGO_VAR_DIR``: where the database file, the broker folder and media
   (uploads and each run's output) live; default ``var/`` in the repository.
 - ``LEGO_RUN_TIMEOUT_S``: wall-clock limit of one optimization run.
-- ``LEGO_CELERY_QUEUE``: the queue runs go to (default ``lego``).
+- ``LEGO_CELERY_QUEUE``: the queue runs go to (default ``lego``), the GPU
+  queue: one worker per GPU, concurrency 1.
+- ``LEGO_AGENT_FANOUT``: send agent calls to Celery workers of the agents
+  queue (default on); off runs them in threads of the run's own process.
+- ``LEGO_AGENTS``: how many agents work at once in one run (default 4).
+- ``LEGO_AGENT_QUEUE``: the agents queue (default ``lego-agents``).
+- ``LEGO_AGENT_TIMEOUT_S``: how long an agent call may wait for a worker
+  and run (default 300); a call no worker took in that time fails the run.
 - ``DJANGO_DEBUG``, ``DJANGO_ALLOWED_HOSTS``, ``DJANGO_STATIC_ROOT``.
 """
 from __future__ import annotations
@@ -137,6 +144,18 @@ else:
         (BROKER_DIR / folder).mkdir(parents=True, exist_ok=True)
 CELERY_TASK_DEFAULT_QUEUE = env("LEGO_CELERY_QUEUE", "lego")
 CELERY_TASK_IGNORE_RESULT = True  # a run's outcome lives in the database
+# Agent calls (runs.propose) go to their own queue and return their proposal
+# through the result backend: Redis, or files under LEGO_VAR_DIR that every
+# process on the machine can read (no server needed).
+LEGO_AGENT_QUEUE = env("LEGO_AGENT_QUEUE", "lego-agents")
+CELERY_TASK_ROUTES = {"runs.propose": {"queue": LEGO_AGENT_QUEUE}}
+RESULTS_DIR = VAR_DIR / "results"
+if REDIS_URL:
+    CELERY_RESULT_BACKEND = REDIS_URL
+else:
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    CELERY_RESULT_BACKEND = f"file://{RESULTS_DIR}"
+CELERY_RESULT_EXPIRES = 3600  # proposals are read within seconds and then deleted
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 # A run's task starts lego_core's child process; prefork pool processes are
@@ -150,6 +169,9 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 
 # --- LEGO ----------------------------------------------------------------------
 LEGO_RUN_TIMEOUT_S = float(env("LEGO_RUN_TIMEOUT_S", "3600"))
+LEGO_AGENT_FANOUT = env_bool("LEGO_AGENT_FANOUT", True)
+LEGO_AGENTS = int(env("LEGO_AGENTS", "4"))
+LEGO_AGENT_TIMEOUT_S = float(env("LEGO_AGENT_TIMEOUT_S", "300"))
 
 LOGGING = {
     "version": 1,

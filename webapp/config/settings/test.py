@@ -4,7 +4,8 @@ Unless ``DATABASE_URL`` / ``REDIS_URL`` say otherwise, tests use the
 machine's PostgreSQL (pytest-django makes its own ``test_<name>`` database)
 and Redis database 15, so the real-worker tests exercise the production
 stack. Each test session sends runs to a queue of its own
-(``LEGO_CELERY_QUEUE``), which the worker processes it starts inherit.
+(``LEGO_CELERY_QUEUE``) and agent calls to an agents queue of its own
+(``LEGO_AGENT_QUEUE``), which the worker processes it starts inherit.
 """
 import os
 import uuid
@@ -12,6 +13,7 @@ import uuid
 os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test")
 os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/15")
 os.environ.setdefault("LEGO_CELERY_QUEUE", f"lego-test-{uuid.uuid4().hex[:12]}")
+os.environ.setdefault("LEGO_AGENT_QUEUE", f"lego-agents-test-{uuid.uuid4().hex[:12]}")
 
 from webapp.config.settings.base import *  # noqa: E402,F401,F403
 from webapp.config.settings.base import env  # noqa: E402

@@ -1,0 +1,439 @@
+"""Agent fan-out: a run's agent calls become Celery tasks on the agents queue.
+
+lego_core's search hands sub-problems to an agent pool
+(``lego_core.agents.pool``).  With ``LEGO_AGENT_FANOUT`` on, a run's
+OptimizeConfig names ``webapp.runs.fanout:CeleryAgentPool``: each ``submit``
+sends the task ``runs.propose`` (agent name, the sub-problem as JSON from
+``lego_core.agents.payload``, feedback) to the agents queue
+(``LEGO_AGENT_QUEUE``); an agents worker rebuilds the sub-problem, runs the
+agent and stores the proposal in the result backend, and the pool's future
+completes with it.
+
+The optimizer runs in a sandboxed child process that has no network, so it
+cannot reach the broker.  The run's task therefore wraps ``optimize`` in an
+``AgentRelay``: a thread of the worker process that listens on a Unix socket
+(a file: a network namespace does not cut it off) named by the environment
+variable ``LEGO_AGENT_RELAY``, which the child inherits.  In the child,
+``CeleryAgentPool`` sends each call through that socket and the relay sends
+the Celery task.  Without the variable (a process with network), the pool
+sends the tasks itself.  Either way one thread does all the Celery work
+(``CeleryCalls``): Celery's result backends are per thread and not
+thread-safe.
+
+Nothing hangs: a task that no worker takes within ``LEGO_AGENT_TIMEOUT_S``
+fails its future with ``AgentWorkerMissing``, whose message names the queue
+and how to start a worker on it; after that every call fails at once, and the
+relay remembers it so that the run's task can end the run with that message.
+A task a worker took but did not finish in that time fails with
+TimeoutError.  Tasks are sent with that same expiry, so a worker that starts
+later drops them instead of working for a run that gave up.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import json
+import logging
+import os
+import queue
+import shutil
+import socket
+import tempfile
+import threading
+import time
+from typing import Any
+
+from lego_core.agents.base import Proposal
+
+log = logging.getLogger(__name__)
+
+PROPOSE_TASK = "runs.propose"
+RELAY_ENV = "LEGO_AGENT_RELAY"
+POLL_S = 0.1  # how often pending results are looked up
+RELAY_GRACE_S = 60.0  # the child waits this much longer than the relay's own timeout
+
+
+class AgentWorkerMissing(RuntimeError):
+    """No worker took an agent task from the agents queue in time."""
+
+
+def missing_worker_message(queue_name: str, timeout_s: float) -> str:
+    return (
+        f"no agents worker took an agent task from the Celery queue {queue_name!r} within {timeout_s:g} s "
+        f"(LEGO_AGENT_TIMEOUT_S). Start a worker on that queue, e.g. "
+        f"`celery -A webapp.config worker -Q {queue_name} --pool threads --concurrency 8 -n agents@%h`, "
+        "then upload the model again."
+    )
+
+
+def _settings():
+    from django.conf import settings
+
+    return settings
+
+
+# ---------------------------------------------------------------------------
+# the pool lego_core's search uses
+# ---------------------------------------------------------------------------
+
+
+class CeleryAgentPool:
+    """An agent pool (``lego_core.agents.pool.AgentPool``) whose agents run
+    on Celery workers of the agents queue.
+
+    ``size`` is how many calls the search keeps in flight; how many run at
+    once is the agents workers' concurrency.  Thread-safe.
+    """
+
+    def __init__(self, agent_name: str, size: int = 1):
+        settings = _settings()
+        self.agent_name, self.size = agent_name, size
+        relay = os.environ.get(RELAY_ENV)
+        if relay:
+            self._calls: CeleryCalls | RelayCalls = RelayCalls(relay, size, settings.LEGO_AGENT_TIMEOUT_S + RELAY_GRACE_S)
+        else:
+            self._calls = CeleryCalls(settings.LEGO_AGENT_QUEUE, settings.LEGO_AGENT_TIMEOUT_S)
+
+    def submit(self, sub, feedback: list[str]) -> "concurrent.futures.Future[Proposal]":
+        from lego_core.agents.payload import sub_to_payload
+
+        raw = self._calls.call(self.agent_name, sub_to_payload(sub), list(feedback))
+        return _as_proposal(raw)
+
+    def close(self) -> None:
+        self._calls.close()
+
+
+def _as_proposal(raw: concurrent.futures.Future) -> concurrent.futures.Future:
+    """A future of the Proposal that ``raw`` (a future of its dict) completes with."""
+    out: concurrent.futures.Future = concurrent.futures.Future()
+    out.set_running_or_notify_cancel()
+
+    def done(f: concurrent.futures.Future) -> None:
+        exc = f.exception()
+        if exc is not None:
+            out.set_exception(exc)
+        else:
+            out.set_result(Proposal.from_dict(f.result()))
+
+    raw.add_done_callback(done)
+    return out
+
+
+def _failed(exc: BaseException) -> concurrent.futures.Future:
+    future: concurrent.futures.Future = concurrent.futures.Future()
+    future.set_exception(exc)
+    return future
+
+
+# ---------------------------------------------------------------------------
+# Celery: send runs.propose, collect results (one thread)
+# ---------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class _Call:
+    task_id: str
+    future: concurrent.futures.Future
+    deadline: float
+
+
+class CeleryCalls:
+    """Sends ``runs.propose`` tasks to ``queue_name`` and completes each
+    call's future from the result backend, from one thread of its own
+    (started by the first call; nothing connects before that)."""
+
+    def __init__(self, queue_name: str, timeout_s: float):
+        self.queue_name, self.timeout_s = queue_name, float(timeout_s)
+        self.missing: AgentWorkerMissing | None = None
+        self._requests: queue.Queue = queue.Queue()
+        self._pending: dict[str, _Call] = {}
+        self._lock = threading.Lock()
+        self._closed = threading.Event()
+        self._stopped: Exception | None = None  # why the thread ended; later calls fail with it
+        self._thread: threading.Thread | None = None
+
+    def call(self, agent_name: str, payload: dict, feedback: list[str]) -> concurrent.futures.Future:
+        """A future of the proposal dict that an agents worker returns."""
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        future.set_running_or_notify_cancel()  # not cancellable: a sent task runs anyway
+        with self._lock:
+            if self._stopped is not None:
+                return _failed(self._stopped)
+            if self.missing is not None:
+                return _failed(AgentWorkerMissing(str(self.missing)))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name="lego-agent-fanout", daemon=True)
+                self._thread.start()
+            self._requests.put((agent_name, payload, feedback, future))
+        return future
+
+    def close(self) -> None:
+        """Fail what is still pending, close the broker and backend connections."""
+        with self._lock:
+            self._closed.set()
+            thread = self._thread
+            if thread is None:
+                self._stopped = RuntimeError("the agent pool is closed")
+        if thread is not None:
+            thread.join(timeout=30)
+
+    def _loop(self) -> None:
+        from webapp.config.celery import app
+
+        connection = app.connection_for_write()
+        stopped = RuntimeError("the agent pool is closed")
+        try:
+            while not self._closed.is_set():
+                self._send_requests(app, connection)
+                self._collect(app)
+                self._closed.wait(POLL_S)
+        except Exception as exc:  # noqa: BLE001 - a bug here must fail the calls, not strand them
+            log.exception("agent fan-out stopped")
+            stopped = RuntimeError(f"the agent fan-out stopped: {type(exc).__name__}: {exc}")
+        finally:
+            with self._lock:
+                self._stopped = stopped  # no call is queued after this
+            self._send_requests(app, connection)  # queued ones fail with `stopped`
+            for call in self._pending.values():
+                call.future.set_exception(RuntimeError(f"{stopped} before the agent answered"))
+            self._pending.clear()
+            _close_backend(app.backend)  # this thread's backend instance
+            connection.release()
+
+    def _send_requests(self, app, connection) -> None:
+        while True:
+            try:
+                agent_name, payload, feedback, future = self._requests.get_nowait()
+            except queue.Empty:
+                return
+            if self._stopped is not None:
+                future.set_exception(self._stopped)
+                continue
+            if self.missing is not None:
+                future.set_exception(AgentWorkerMissing(str(self.missing)))
+                continue
+            try:
+                result = app.send_task(
+                    PROPOSE_TASK,
+                    args=[agent_name, payload, feedback],
+                    queue=self.queue_name,
+                    ignore_result=False,
+                    expires=self.timeout_s,
+                    connection=connection,
+                )
+            except Exception as exc:  # noqa: BLE001 - the broker is down or refuses the message
+                future.set_exception(RuntimeError(f"could not send the agent task to queue {self.queue_name!r}: {exc}"))
+                continue
+            self._pending[result.id] = _Call(result.id, future, time.monotonic() + self.timeout_s)
+
+    def _collect(self, app) -> None:
+        now = time.monotonic()
+        for call in list(self._pending.values()):
+            try:
+                meta = app.backend.get_task_meta(call.task_id)
+            except Exception:  # noqa: BLE001 - a result file half written, a dropped connection: look again
+                meta = {"status": "PENDING"}
+            state = meta.get("status")
+            if state == "SUCCESS":
+                call.future.set_result(meta.get("result"))
+            elif state in ("FAILURE", "REVOKED"):
+                exc = meta.get("result")
+                call.future.set_exception(RuntimeError(f"the agent task failed on its worker: {type(exc).__name__}: {exc}"))
+            elif now > call.deadline and state == "PENDING":
+                self._no_worker(app)
+                return
+            elif now > call.deadline:
+                call.future.set_exception(
+                    TimeoutError(f"the agent took longer than {self.timeout_s:g} s (LEGO_AGENT_TIMEOUT_S) on queue {self.queue_name!r}")
+                )
+            else:
+                continue
+            del self._pending[call.task_id]
+            _forget(app, call.task_id)
+
+    def _no_worker(self, app) -> None:
+        """No worker took a task in time: fail every call not yet taken, and all later ones."""
+        with self._lock:
+            self.missing = AgentWorkerMissing(missing_worker_message(self.queue_name, self.timeout_s))
+        for call in list(self._pending.values()):
+            try:
+                taken = app.backend.get_task_meta(call.task_id).get("status") != "PENDING"
+            except Exception:  # noqa: BLE001
+                taken = False
+            if not taken:
+                call.future.set_exception(AgentWorkerMissing(str(self.missing)))
+                del self._pending[call.task_id]
+
+
+def _forget(app, task_id: str) -> None:
+    """Drop a read result from the backend (Redis key or file)."""
+    try:
+        app.backend.forget(task_id)
+    except Exception:  # noqa: BLE001 - already gone
+        pass
+
+
+def _close_backend(backend) -> None:
+    """Close a Redis backend's pub/sub and pooled connections (no-op for files)."""
+    try:
+        consumer = getattr(backend, "result_consumer", None)
+        if consumer is not None and hasattr(consumer, "stop"):
+            consumer.stop()
+        client = getattr(backend, "client", None)
+        if client is not None and hasattr(client, "connection_pool"):
+            client.connection_pool.disconnect()
+    except Exception:  # noqa: BLE001 - closing is best effort
+        log.debug("closing the result backend failed", exc_info=True)
+
+
+# ---------------------------------------------------------------------------
+# the relay: sandboxed child -> Unix socket -> worker process -> Celery
+# ---------------------------------------------------------------------------
+
+
+class AgentRelay:
+    """Forwards the agent calls of the sandboxed optimizer to Celery.
+
+    Use it around ``optimize``: entering sets ``LEGO_AGENT_RELAY`` (which the
+    child inherits) to the socket's path; leaving restores the variable and
+    closes the socket, the threads and the connections.  ``missing`` is the
+    AgentWorkerMissing error once no worker took a task in time, else None.
+    The variable is process-wide: one run at a time per process, as the run
+    worker's solo pool guarantees.
+    """
+
+    def __init__(self, queue_name: str | None = None, timeout_s: float | None = None):
+        settings = _settings()
+        self.calls = CeleryCalls(queue_name or settings.LEGO_AGENT_QUEUE, timeout_s or settings.LEGO_AGENT_TIMEOUT_S)
+        self._dir = tempfile.mkdtemp(prefix="lego-relay-")  # mode 0700: only this user connects
+        self.path = os.path.join(self._dir, "agents.sock")
+        self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._server.bind(self.path)
+        self._server.listen(64)
+        self._server.settimeout(0.2)
+        self._closed = threading.Event()
+        self._handlers: list[threading.Thread] = []
+        self._previous_env: str | None = None
+        self._thread = threading.Thread(target=self._serve, name="lego-agent-relay", daemon=True)
+        self._thread.start()
+
+    @property
+    def missing(self) -> AgentWorkerMissing | None:
+        return self.calls.missing
+
+    def __enter__(self) -> "AgentRelay":
+        self._previous_env = os.environ.get(RELAY_ENV)
+        os.environ[RELAY_ENV] = self.path
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        if self._previous_env is None:
+            os.environ.pop(RELAY_ENV, None)
+        else:
+            os.environ[RELAY_ENV] = self._previous_env
+        self.close()
+
+    def close(self) -> None:
+        self._closed.set()
+        self._server.close()
+        self.calls.close()  # fails pending calls, so the handlers answer and end
+        self._thread.join(timeout=5)
+        for handler in list(self._handlers):
+            handler.join(timeout=5)
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+    def _serve(self) -> None:
+        while not self._closed.is_set():
+            try:
+                conn, _ = self._server.accept()
+            except socket.timeout:
+                continue
+            except OSError:  # closed
+                return
+            handler = threading.Thread(target=self._handle, args=(conn,), name="lego-agent-relay-call", daemon=True)
+            self._handlers = [h for h in self._handlers if h.is_alive()] + [handler]
+            handler.start()
+
+    def _handle(self, conn: socket.socket) -> None:
+        """One call: a JSON request in, the proposal or the error out."""
+        with conn:
+            try:
+                conn.settimeout(30)
+                request = json.loads(_read_all(conn))
+                future = self.calls.call(request["agent"], request["payload"], request["feedback"])
+                answer: dict[str, Any] = {"proposal": future.result()}
+            except AgentWorkerMissing as exc:
+                answer = {"error": str(exc), "missing_worker": True}
+            except Exception as exc:  # noqa: BLE001 - every failure goes back to the caller
+                answer = {"error": f"{type(exc).__name__}: {exc}"}
+            try:
+                conn.sendall(json.dumps(answer).encode())
+            except OSError:
+                pass  # the optimizer is gone
+
+
+class RelayCalls:
+    """The sandboxed child's side of the relay: each call is one connection
+    to the socket at ``path`` (a request out, the answer back), made from
+    one of ``size`` threads."""
+
+    def __init__(self, path: str, size: int, timeout_s: float):
+        self.path, self.timeout_s = path, float(timeout_s)
+        self.missing: AgentWorkerMissing | None = None
+        self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, size), thread_name_prefix="lego-agent-relay")
+        self._open: set[socket.socket] = set()
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def call(self, agent_name: str, payload: dict, feedback: list[str]) -> concurrent.futures.Future:
+        if self.missing is not None:
+            return _failed(AgentWorkerMissing(str(self.missing)))
+        request = {"agent": agent_name, "payload": payload, "feedback": feedback}
+        with self._lock:
+            if self._closed:
+                return _failed(RuntimeError("the agent pool is closed"))
+            return self._executor.submit(self._round_trip, request)
+
+    def _round_trip(self, request: dict) -> dict:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout_s)
+        with self._lock:
+            self._open.add(sock)
+        try:
+            sock.connect(self.path)
+            sock.sendall(json.dumps(request).encode())
+            sock.shutdown(socket.SHUT_WR)
+            answer = json.loads(_read_all(sock) or b"{}")
+        except socket.timeout:
+            raise TimeoutError(f"the agent relay did not answer within {self.timeout_s:g} s") from None
+        except (OSError, ValueError) as exc:
+            why = "the agent pool was closed" if self._closed else f"the agent relay at {self.path} failed: {exc}"
+            raise RuntimeError(why) from None
+        finally:
+            with self._lock:
+                self._open.discard(sock)
+            sock.close()
+        if "proposal" in answer:
+            return answer["proposal"]
+        if answer.get("missing_worker"):
+            self.missing = AgentWorkerMissing(answer["error"])
+            raise AgentWorkerMissing(answer["error"])
+        raise RuntimeError(answer.get("error") or "the agent relay closed the connection without an answer")
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            for sock in self._open:  # unblock calls still waiting
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+        self._executor.shutdown(wait=True, cancel_futures=True)
+
+
+def _read_all(sock: socket.socket) -> bytes:
+    chunks = []
+    while chunk := sock.recv(65536):
+        chunks.append(chunk)
+    return b"".join(chunks)
