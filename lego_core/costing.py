@@ -3,8 +3,9 @@
 ``library_estimate_ms``: every non-layout ATen op is one kernel launch that
 reads its inputs and writes its outputs from device memory.  ``fused_estimate_ms``:
 one launch that reads the boundary inputs and writes the boundary outputs
-once.  Both go through ``costmodel.estimate_ms`` (a roofline for a named
-target GPU); ``measure_ms`` times a callable on the GPU.
+once (a fused GEMM's matmul FLOPs still at the tensor-core rate).  Both go
+through ``costmodel.estimate_ms`` (a roofline for a named target GPU);
+``measure_ms`` times a callable on the GPU.
 """
 from __future__ import annotations
 
@@ -49,10 +50,21 @@ def library_estimate_ms(sub: SubProblem, dtype: torch.dtype, target: str) -> flo
 
 
 def fused_estimate_ms(sub: SubProblem, dtype: torch.dtype, target: str) -> float:
-    """Estimated ms of one kernel that reads the boundary inputs and writes the outputs once."""
+    """Estimated ms of one kernel that reads the boundary inputs and writes the outputs once.
+
+    The FLOPs of matmul ops (a ``gemm_epilogue`` leaf's GEMM) run at the
+    tensor-core rate, as ``library_estimate_ms`` prices them, and the rest
+    at the vector rate: ``compute = matmul / matmul_peak + other / vector_peak``.
+    """
     tensors = [t for n in sub.inputs for t in _node_tensors(n)] + [t for n in sub.outputs for t in _node_tensors(n)]
-    flops = sum(_flops(n) for n in sub.nodes)
-    return costmodel.estimate_ms(costmodel.tensor_bytes(tensors), flops, False, dtype, 1, target)
+    matmul = sum(_flops(n) for n in sub.nodes if costmodel.is_matmul_op(n.target))
+    other = sum(_flops(n) for n in sub.nodes if not costmodel.is_matmul_op(n.target))
+    bytes_moved = costmodel.tensor_bytes(tensors)
+    if not matmul:
+        return costmodel.estimate_ms(bytes_moved, other, False, dtype, 1, target)
+    # one roofline for both classes: the vector FLOPs in matmul-peak units
+    ratio = costmodel.compute_peak(dtype, True, target) / costmodel.compute_peak(dtype, False, target)
+    return costmodel.estimate_ms(bytes_moved, matmul + round(other * ratio), True, dtype, 1, target)
 
 
 def measure_ms(fn: Callable[[list], object], input_sets: list[list]) -> float:

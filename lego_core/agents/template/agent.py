@@ -1,7 +1,8 @@
 """The template agent: matches a sub-problem to a kernel template and fills it in.
 
 Offline and deterministic; it needs no network.  It handles fusion groups of
-kind ``pointwise`` and ``row_reduction`` (see ``codegen``) and declines
+kind ``pointwise``, ``row_reduction`` (see ``codegen``) and ``gemm_epilogue``
+(see ``gemm_codegen``; the groups come from ``fusion.gemm``) and declines
 everything else, which then stays a library (ATen) call.  Its transcript is a
 short log of what it matched and which configuration it chose.
 """
@@ -13,10 +14,11 @@ from lego_core.agents.template.expressions import Unsupported
 from lego_core.subproblem import SubProblem
 
 TEMPLATE_KINDS = ("pointwise", "row_reduction", "gemm_epilogue")
+TEMPLATE_TITLES = {"pointwise": "pointwise", "row_reduction": "row reduction", "gemm_epilogue": "GEMM + epilogue"}
 
 
 class TemplateAgent:
-    """Generates Triton for pointwise chains and row reductions (no LLM)."""
+    """Generates Triton for pointwise chains, row reductions and GEMMs with a pointwise epilogue (no LLM)."""
 
     name = "template"
 
@@ -40,7 +42,7 @@ class TemplateAgent:
         transcript.append(
             (
                 "agent",
-                f"matched the {group.kind.replace('_', ' ')} template over iteration shape {shape}; "
+                f"matched the {TEMPLATE_TITLES[group.kind]} template over iteration shape {shape}; "
                 f"{len(sub.inputs)} inputs, {len(sub.outputs)} outputs, {len(sub.ops)} ops fused; {launch_config(group)}",
             )
         )

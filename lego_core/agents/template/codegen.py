@@ -1,7 +1,9 @@
-"""Generate a Triton kernel file for a pointwise or row-reduction sub-problem.
+"""Generate a Triton kernel file for a pointwise, row-reduction or GEMM + epilogue sub-problem.
 
-Two templates, in the style of the Triton tutorials (01-vector-add,
-02-fused-softmax):
+Three templates, in the style of the Triton tutorials (01-vector-add,
+02-fused-softmax, 03-matrix-multiplication).  GEMM + epilogue lives in
+``gemm_codegen.py`` (``generate`` hands ``gemm_epilogue`` groups to it); the
+other two are here:
 
 - *pointwise*: one program per ``BLOCK_SIZE`` elements of the iteration
   shape S; every input is read through its own strides broadcast to S, so
@@ -71,6 +73,10 @@ def generate(sp: SubProblem) -> str:
     not a single tensor, or an op uses an option the templates lack.
     """
     group = sp.group
+    if group is not None and group.kind == "gemm_epilogue" and group.fusable:
+        from lego_core.agents.template import gemm_codegen  # it imports this module's helpers
+
+        return gemm_codegen.generate(sp)
     if group is None or group.kind not in ("pointwise", "row_reduction") or not group.fusable:
         raise Unsupported(group.reason if group is not None and group.reason else f"{sp.kind} region")
     for spec, what in [(s, "input") for s in sp.input_specs] + [(s, "output") for s in sp.output_specs]:
@@ -283,6 +289,10 @@ def _render(sp: SubProblem, operands: list[_Operand], results: list[_Operand], b
 
 def launch_config(group) -> str:
     """One line saying how the kernel for ``group`` is launched (for transcripts)."""
+    if group.kind == "gemm_epilogue":
+        from lego_core.agents.template import gemm_codegen
+
+        return gemm_codegen.launch_config(group)
     shape = list(group.shape)
     if group.kind == "row_reduction":
         rows = math.prod(shape[:-1])

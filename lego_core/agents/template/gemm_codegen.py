@@ -1,0 +1,341 @@
+"""The GEMM + epilogue template: ``aten.mm`` / ``aten.addmm`` with its pointwise tail.
+
+Source: the Triton tutorial 03-matrix-multiplication.  One program per
+[BLOCK_M, BLOCK_N] tile of C = A @ B (A [M, K], B [K, N], any strides: a
+Linear's transposed weight is read as it lies), programs ordered in groups of
+GROUP_M tile rows so that neighbouring programs share B tiles in L2.  The K
+loop steps BLOCK_K at a time with a mask on k (block sizes are powers of two,
+at least 16 for ``tl.dot``; triton issue 8898), rows and columns past M / N
+wrap around (``% M``) as in the tutorial, so the loop's loads need only the
+k mask.  The accumulator is fp32; fp32 inputs use
+``tl.dot(..., input_precision="ieee")`` (TF32 would miss fp32 tolerances on a
+GPU), bf16 / fp16 inputs the default tensor-core path.
+
+The epilogue (``lego_core.fusion.gemm`` says what may be in it) runs on the
+accumulator tile in fp32 with the pointwise template's expressions
+(``expressions.POINTWISE``): the addmm bias, then each op.  A view of the
+result is the identity on the tile (a row-major reshape keeps element (m, n)
+at flat index m*N + n).  Outside tensors are read per tile through their
+strides broadcast to the view they are read in (a bias [N] as a row vector,
+a per-row scale [..., 1] as a column vector); contiguous ones of the full
+shape with the flat offset.  An op on outside values of a smaller shape
+(``scale * 2``, [N]) is computed on those broadcast tiles.  Every output is stored under the tile mask,
+through its captured strides; ``tl.store`` casts to its dtype.
+
+``generate(sp)`` returns the kernel file's source; ``launch_config(group)``
+one line for transcripts; ``gemm_tiles(m, n, k, dtype)`` the configuration.
+Unsupported is raised for a group that is not a legal GEMM epilogue.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import torch
+import torch.fx as fx
+
+from lego_core.agents.template.codegen import _TEMPLATES, _args, _is_contiguous, kernel_name, triton_next_pow2
+from lego_core.agents.template.expressions import POINTWISE, Unsupported
+from lego_core.capture import ValueInfo, op_name, value_info
+from lego_core.fusion.gemm import VIEW_OPS, gemm_epilogue_group, gemm_operands, value_forms
+from lego_core.subproblem import SubProblem
+
+GROUP_M = 8
+
+
+@dataclasses.dataclass(frozen=True)
+class Tiles:
+    """A launch configuration: tile sizes (powers of two, >= 16) and warps / stages."""
+
+    block_m: int
+    block_n: int
+    block_k: int
+    num_warps: int
+    num_stages: int
+
+
+def gemm_tiles(m: int, n: int, k: int, dtype: torch.dtype) -> Tiles:
+    """Tiles for an [m, k] @ [k, n] product: as large as the problem up to
+    128 x 128 (BLOCK_K 64 for 16-bit inputs, 32 for fp32, so three pipeline
+    stages of A and B tiles take 96 KB of shared memory either way)."""
+    block_m = min(128, max(16, triton_next_pow2(m)))
+    block_n = min(128, max(16, triton_next_pow2(n)))
+    block_k = min(64 if dtype.itemsize == 2 else 32, max(16, triton_next_pow2(k)))
+    num_warps = 8 if block_m * block_n >= 128 * 128 else 4
+    return Tiles(block_m, block_n, block_k, num_warps, num_stages=3)
+
+
+def _sizes(gemm: fx.Node) -> tuple[int, int, int, torch.dtype]:
+    a, _, _ = gemm_operands(gemm)
+    m, k = value_info(a).shape
+    n = value_info(gemm).shape[1]
+    return m, n, k, value_info(a).dtype
+
+
+def launch_config(group) -> str:
+    """One line describing the tiles of ``group``'s kernel (for transcripts)."""
+    m, n, k, dtype = _sizes(group.nodes[0])
+    t = gemm_tiles(m, n, k, dtype)
+    tiles = -(-m // t.block_m) * -(-n // t.block_n)
+    steps = -(-k // t.block_k)
+    dot = 'tl.dot input_precision="ieee"' if dtype == torch.float32 else "tl.dot on tensor cores"
+    return (
+        f"[{m}, {k}] @ [{k}, {n}] in BLOCK_M={t.block_m} x BLOCK_N={t.block_n} tiles ({tiles} program{'s' if tiles != 1 else ''}, GROUP_M={GROUP_M}), "
+        f"{steps} K steps of BLOCK_K={t.block_k}, fp32 accumulator, {dot}, num_warps={t.num_warps}, num_stages={t.num_stages}"
+    )
+
+
+# --------------------------------------------------------------------------
+# How a tile of one tensor is addressed
+# --------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class _Access:
+    """One tensor read or written per tile, over ``form`` (a view of [M, N]).
+
+    ``kind``: ``flat`` (contiguous, the full form: ``offs_m * N + offs_n``)
+    or ``strided`` (runtime strides broadcast to ``form``; ``dims`` are the
+    dimensions it varies along).  ``key`` prefixes its stride arguments.
+    """
+
+    name: str  # in3 / out0: the pointer is name_ptr
+    key: str
+    spec: ValueInfo
+    form: tuple
+    kind: str
+    dims: tuple = ()
+
+    @property
+    def rows(self) -> bool:
+        return self.kind == "flat" or any(d < len(self.form) - 1 for d in self.dims)
+
+    @property
+    def cols(self) -> bool:
+        return self.kind == "flat" or len(self.form) - 1 in self.dims
+
+    def address(self) -> str:
+        if self.kind == "flat":
+            return f"{self.name}_ptr + offs_m[:, None] * N + offs_n[None, :]"
+        lead = self.form[:-1]
+        rows = " + ".join(f"{_row_index(lead, d)} * {self.key}_stride_{d}" for d in self.dims if d < len(lead))
+        col = f"offs_n * {self.key}_stride_{len(lead)}"
+        if self.rows and self.cols:
+            return f"{self.name}_ptr + ({rows})[:, None] + ({col})[None, :]"
+        if self.rows:
+            return f"{self.name}_ptr + ({rows})[:, None]"
+        if self.cols:
+            return f"{self.name}_ptr + ({col})[None, :]"
+        return f"{self.name}_ptr"  # a 0-d tensor: one element, always in bounds
+
+    def mask(self) -> str | None:
+        if self.rows and self.cols:
+            return "mask"
+        if self.rows:
+            return "mask_m[:, None]"
+        return "mask_n[None, :]" if self.cols else None
+
+    def stride_args(self) -> list[str]:
+        return [f"{self.key}_stride_{d}" for d in self.dims] if self.kind == "strided" else []
+
+
+def _row_index(lead: tuple, d: int) -> str:
+    """Index along leading dimension ``d`` of a view with leading sizes ``lead``, from the row offs_m."""
+    inner = math.prod(lead[d + 1 :])
+    index = "offs_m" if inner == 1 else f"(offs_m // {inner})"
+    return f"({index} % {lead[d]})" if d > 0 else index
+
+
+def _access(name: str, key: str, spec: ValueInfo, form: tuple) -> _Access:
+    if spec.shape == form and _is_contiguous(spec):
+        return _Access(name, key, spec, form, "flat")
+    padded = (1,) * (len(form) - len(spec.shape)) + tuple(spec.shape)
+    dims = tuple(d for d, (size, full) in enumerate(zip(padded, form)) if size != 1 and full != 1)
+    return _Access(name, key, spec, form, "strided", dims)
+
+
+def _load(access: _Access, var: str) -> str:
+    is_bool = access.spec.dtype == torch.bool
+    mask = access.mask()
+    text = f"tl.load({access.address()}, mask={mask}, other={'0' if is_bool else '0.0'})" if mask else f"tl.load({access.address()})"
+    return f"{var} = ({text} != 0)" if is_bool else f"{var} = {text}.to(tl.float32)"
+
+
+# --------------------------------------------------------------------------
+# The kernel file
+# --------------------------------------------------------------------------
+
+
+def generate(sp: SubProblem) -> str:
+    """Triton source (one importable file with ``launch``) for a ``gemm_epilogue`` leaf.
+
+    Raises Unsupported when the nodes are not a legal GEMM epilogue
+    (``gemm_epilogue_group``) or an input or output is not a single tensor.
+    """
+    group = sp.group
+    _, reason = gemm_epilogue_group(group.nodes)
+    if reason:
+        raise Unsupported(reason)
+    for spec, what in [(s, "input") for s in sp.input_specs] + [(s, "output") for s in sp.output_specs]:
+        if spec is None:
+            raise Unsupported(f"an {what} is not a single tensor")
+    names = {node.name: f"in{k}" for k, node in enumerate(sp.inputs)}
+    reads = _epilogue_reads(sp, names)
+    writes = [_access(f"out{k}", f"out{k}", spec, tuple(spec.shape)) for k, spec in enumerate(sp.output_specs)]
+    m, n, k, dtype = _sizes(group.nodes[0])
+    body = _program_lines() + _matmul_lines(sp, names, dtype) + _epilogue_lines(sp, reads, writes)
+    return _render(sp, names, reads, writes, body, (m, n, k), gemm_tiles(m, n, k, dtype))
+
+
+def _forms(sp: SubProblem) -> dict[str, tuple]:
+    """The view of [M, N] each group node is computed in (``fusion.gemm.value_forms``)."""
+    return value_forms(sp.group.nodes)
+
+
+def _epilogue_reads(sp: SubProblem, names: dict[str, str]) -> dict[tuple, _Access]:
+    """Every (input, view) pair the epilogue reads, in first-use order: the
+    addmm bias over [M, N], other outside operands over their op's view."""
+    inside = {node.name for node in sp.group.nodes}
+    forms = _forms(sp)
+    pairs: list[tuple[fx.Node, tuple]] = []
+    gemm = sp.group.nodes[0]
+    _, _, bias = gemm_operands(gemm)
+    if bias is not None:
+        pairs.append((bias, forms[gemm.name]))
+    for node in sp.group.nodes[1:]:
+        pairs += [(arg, forms[node.name]) for arg in node.all_input_nodes if arg.name not in inside]
+    per_input: dict[str, list[tuple]] = {}
+    for arg, form in pairs:
+        if form not in per_input.setdefault(arg.name, []):
+            per_input[arg.name].append(form)
+    reads: dict[tuple, _Access] = {}
+    for arg, form in pairs:
+        if (arg.name, form) in reads:
+            continue
+        name = names[arg.name]
+        several = len(per_input[arg.name]) > 1
+        key = f"{name}_v{per_input[arg.name].index(form)}" if several else name
+        reads[(arg.name, form)] = _access(name, key, value_info(arg), form)
+    return reads
+
+
+def _program_lines() -> list[str]:
+    return [
+        "# program id -> tile, in groups of GROUP_M tile rows (L2 reuse of B, as in tutorial 03)",
+        "pid = tl.program_id(0)",
+        "num_pid_m = tl.cdiv(M, BLOCK_M)",
+        "num_pid_n = tl.cdiv(N, BLOCK_N)",
+        "num_pid_in_group = GROUP_M * num_pid_n",
+        "first_pid_m = (pid // num_pid_in_group) * GROUP_M",
+        "group_size_m = min(num_pid_m - first_pid_m, GROUP_M)",
+        "pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)",
+        "pid_n = (pid % num_pid_in_group) // group_size_m",
+        "offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)",
+        "offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)",
+        "offs_k = tl.arange(0, BLOCK_K)",
+    ]
+
+
+def _matmul_lines(sp: SubProblem, names: dict[str, str], dtype: torch.dtype) -> list[str]:
+    a, b, _ = gemm_operands(sp.group.nodes[0])
+    precision = ', input_precision="ieee"' if dtype == torch.float32 else ""
+    return [
+        "# A @ B: rows / columns past M / N wrap around (never stored), k is masked",
+        "offs_am = offs_m % M",
+        "offs_bn = offs_n % N",
+        f"a_ptrs = {names[a.name]}_ptr + offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak",
+        f"b_ptrs = {names[b.name]}_ptr + offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn",
+        "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
+        "for k in range(0, K, BLOCK_K):",
+        "    k_mask = offs_k < K - k",
+        "    a = tl.load(a_ptrs, mask=k_mask[None, :], other=0.0)",
+        "    b = tl.load(b_ptrs, mask=k_mask[:, None], other=0.0)",
+        f"    acc = tl.dot(a, b, acc{precision})",
+        "    a_ptrs += BLOCK_K * stride_ak",
+        "    b_ptrs += BLOCK_K * stride_bk",
+    ]
+
+
+def _epilogue_lines(sp: SubProblem, reads: dict[tuple, _Access], writes: list[_Access]) -> list[str]:
+    """Loads of the epilogue's outside tensors, its ops on the fp32 tile, the stores."""
+    lines = [
+        "# epilogue, on the fp32 tile",
+        "mask_m = offs_m < M",
+        "mask_n = offs_n < N",
+        "mask = mask_m[:, None] & mask_n[None, :]",
+    ]
+    variables = {}
+    for (arg_name, form), access in reads.items():
+        variables[(arg_name, form)] = f"x_{access.key}"
+        lines.append(_load(access, f"x_{access.key}"))
+    forms = _forms(sp)
+    gemm = sp.group.nodes[0]
+    env: dict[str, str] = {gemm.name: "acc"}
+    _, _, bias = gemm_operands(gemm)
+    if bias is not None:
+        lines.append(f"v_{gemm.name} = acc + {variables[(bias.name, forms[gemm.name])]}  # addmm bias")
+        env[gemm.name] = f"v_{gemm.name}"
+    for node in sp.group.nodes[1:]:
+        name = op_name(node)
+        if name in VIEW_OPS:
+            env[node.name] = env[node.args[0].name]  # a view is the same tile
+            continue
+        for arg in node.all_input_nodes:
+            if (arg.name, forms[node.name]) in variables:
+                env[arg.name] = variables[(arg.name, forms[node.name])]
+        if name not in POINTWISE:
+            raise Unsupported(name)
+        lines.append(f"v_{node.name} = {POINTWISE[name](node, _args(node, env))}  # {name}")
+        env[node.name] = f"v_{node.name}"
+    lines.append("# store every output (tl.store casts to its dtype)")
+    for access, node in zip(writes, sp.outputs):
+        lines.append(f"tl.store({access.address()}, {env[node.name]}, mask=mask)")
+    return lines
+
+
+def _render(sp: SubProblem, names, reads, writes, body, sizes, tiles: Tiles) -> str:
+    m, n, k = sizes
+    name = kernel_name(sp) + "_kernel"
+    a, b, _ = gemm_operands(sp.group.nodes[0])
+    a_name, b_name = names[a.name], names[b.name]
+    strided = [r for r in reads.values() if r.kind == "strided" and r.dims] + [w for w in writes if w.kind == "strided"]
+    prepare = [
+        f"M, N, K = {m}, {n}, {k}  # A [M, K] @ B [K, N], as captured",
+        f"BLOCK_M, BLOCK_N, BLOCK_K = {tiles.block_m}, {tiles.block_n}, {tiles.block_k}",
+    ]
+    for flat in dict.fromkeys(access.name for access in reads.values() if access.kind == "flat"):
+        prepare.append(f"{flat} = {flat}.contiguous()  # read with flat offsets")
+    for access in strided:
+        source = f"_strides({access.name}, {access.form})" if access.name.startswith("in") else f"out[{access.name[3:]}].stride()"
+        prepare.append(f"{access.key}_strides = {source}")
+    prepare.append("grid = (triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N),)")
+    call = [names[node.name] for node in sp.inputs] + [f"out[{j}]" for j in range(len(writes))]
+    call += ["M", "N", "K", f"{a_name}.stride(0)", f"{a_name}.stride(1)", f"{b_name}.stride(0)", f"{b_name}.stride(1)"]
+    for access in strided:
+        call += [f"{access.key}_strides[{d}]" for d in access.dims]
+    shape = tuple(sp.group.shape)
+    outputs_decl = "(" + "".join(f"({tuple(s.shape)}, {tuple(s.stride)}, {s.dtype}), " for s in sp.output_specs) + ")"
+    return _TEMPLATES.get_template("gemm_kernel_file.py.j2").render(
+        title=f"Triton kernel for sub-problem {sp.id}: {sp.label}",
+        label=sp.label,
+        module_path=sp.module_path,
+        ops=sp.ops,
+        shape_text=f"[{m}, {k}] @ [{k}, {n}], epilogue over {list(shape)}",
+        shape_tuple=repr(shape),
+        inputs_text=", ".join(f"{names[node.name]} {spec.describe()}" for node, spec in zip(sp.inputs, sp.input_specs)),
+        outputs_text=", ".join(f"out{j} {s.describe()}" for j, s in enumerate(sp.output_specs)),
+        kernel_name=name,
+        pointers=[f"{names[node.name]}_ptr" for node in sp.inputs] + [f"{w.name}_ptr" for w in writes],
+        strides=[access.stride_args() for access in strided],
+        body=body,
+        outputs_decl=outputs_decl,
+        launch_args=[names[node.name] for node in sp.inputs],
+        device_arg=names[sp.inputs[0].name],
+        flat_outputs=[j for j, w in enumerate(writes) if w.kind == "flat"],
+        prepare=prepare,
+        call_args=call,
+        meta=[
+            "BLOCK_M=BLOCK_M", "BLOCK_N=BLOCK_N", "BLOCK_K=BLOCK_K", f"GROUP_M={GROUP_M}",
+            f"num_warps={tiles.num_warps}", f"num_stages={tiles.num_stages}",
+        ],
+    )  # fmt: skip
