@@ -142,6 +142,22 @@ class FusionTree:
         """Leaf OR nodes (no decomposition) in schedule order."""
         return [n for n in self.walk() if isinstance(n, OrNode) and n.is_leaf]
 
+    def first_decomposition_leaves(self) -> list[OrNode]:
+        """The leaves reached by taking every OR node's first decomposition
+        (by module hierarchy where there is one): a partition of the graph's
+        compute nodes, in schedule order."""
+        leaves: list[OrNode] = []
+
+        def visit(node: OrNode) -> None:
+            if node.is_leaf:
+                leaves.append(node)
+            else:
+                for child in node.children[0].children:
+                    visit(child)
+
+        visit(self.root)
+        return leaves
+
     def or_nodes(self) -> list[OrNode]:
         return [n for n in self.walk() if isinstance(n, OrNode)]
 

@@ -134,6 +134,7 @@ class Search:
         self.waiting: dict[str, list[OrNode]] = {}  # signature -> nodes waiting on it
         self.attempts: dict[str, int] = {}
         self.retrying: set[str] = set()
+        self.library_times: dict[str, float] = {}  # signature -> measured ms (equal regions time alike)
         self.agent_calls = 0
         self.tokens = 0
         self.reused = 0
@@ -414,9 +415,12 @@ class Search:
         library = Candidate(f"{leaf.id}-library", leaf.id, "library", "library")
         contested = self.config.use_triton and self.agent.can_attempt(leaf.sub)
         if self.measure and contested:
-            with self.lane:
-                input_sets = leaf_input_sets(leaf, self.activations, self.parameters, self.config.verify_seeds)
-                library.time_ms, library.time_kind = costing.measure_ms(leaf.sub.run_reference, input_sets), "measured"
+            known = self.library_times.get(leaf.sub.signature) if self.config.dedupe else None
+            if known is None:
+                with self.lane:
+                    input_sets = leaf_input_sets(leaf, self.activations, self.parameters, self.config.verify_seeds)
+                    known = self.library_times[leaf.sub.signature] = costing.measure_ms(leaf.sub.run_reference, input_sets)
+            library.time_ms, library.time_kind = known, "measured"
         else:
             library.time_ms = costing.library_estimate_ms(leaf.sub, self.dtype, self.config.target_gpu)
         leaf.candidates.insert(0, library)

@@ -82,7 +82,7 @@ ALL_MODELS = sorted(TINY) or ["gpt_stack.py"]
 @pytest.mark.parametrize("name", ALL_MODELS)
 def test_leaves_partition_the_graph_in_schedule_order(name):
     graph, tree = reference(name)
-    leaves = tree.leaves()
+    leaves = tree.first_decomposition_leaves()
     assert leaves
     names = [n.name for leaf in leaves for n in leaf.sub.nodes]
     assert len(names) == len(set(names)), "a node is in two leaves"
@@ -109,7 +109,11 @@ def test_and_or_structure(name):
             assert node.parent in seen, "walk() yields parents before children"
         if isinstance(node, OrNode):
             assert all(isinstance(c, AndNode) for c in node.children), "OR children are AND nodes"
-            assert len(node.children) <= 1  # top-down construction makes one decomposition
+            # top-down construction makes one decomposition, two where a region has
+            # child modules: by module hierarchy, and by heavy-op seams across them
+            assert len(node.children) <= 2
+            if len(node.children) == 2:
+                assert [c.label for c in node.children] == ["by module hierarchy", "by heavy-op seams"]
             if node.is_leaf:
                 assert node.sub.kind in LEAF_KINDS
                 assert isinstance(node.sub.group, FusionGroup)
@@ -180,7 +184,7 @@ def test_gpt_stack_blocks_have_identical_signatures():
 
     def block_leaves(i):
         prefix = f"blocks.{i}"
-        return [leaf for leaf in tree.leaves() if leaf.sub.module_path == prefix or leaf.sub.module_path.startswith(prefix + ".")]
+        return [leaf for leaf in tree.first_decomposition_leaves() if leaf.sub.module_path == prefix or leaf.sub.module_path.startswith(prefix + ".")]
 
     first, second = block_leaves(0), block_leaves(1)
     assert len(first) == len(second) > 20
@@ -216,7 +220,7 @@ def test_gpt_stack_splits_along_the_module_hierarchy():
     ln_f = root_split.children[2]
     assert ln_f.is_leaf and ln_f.sub.kind == "row_reduction"
     assert ln_f.sub.ops == ["aten.native_layer_norm.default"]
-    attention_softmax = [leaf for leaf in tree.leaves() if "aten._softmax.default" in leaf.sub.ops]
+    attention_softmax = [leaf for leaf in tree.first_decomposition_leaves() if "aten._softmax.default" in leaf.sub.ops]
     assert len(attention_softmax) == 2
     for leaf in attention_softmax:
         # scale, causal mask and softmax fuse into one row reduction
@@ -226,7 +230,7 @@ def test_gpt_stack_splits_along_the_module_hierarchy():
 
 def test_scores_chain_tail_is_one_row_reduction():
     graph, tree = reference("scores_chain.py")
-    leaves = tree.leaves()
+    leaves = tree.first_decomposition_leaves()
     gemm = next(n for n in graph.compute_nodes if op_name(n) == "aten.addmm.default")
     after = graph.compute_nodes[graph.compute_nodes.index(gemm) + 1:]
     tail = [leaf for leaf in leaves if leaf.sub.kind == "row_reduction"]
@@ -620,5 +624,31 @@ def test_build_tree_splits_own_ops_and_child_module_runs(tmp_path):
     assert runs[1].startswith("inner (")
     # mul (own) | softmax (inner) | t + mm (own): three consecutive runs
     assert len(runs) == 3
-    assert [leaf.sub.kind for leaf in tree.leaves()] == ["pointwise", "row_reduction", "layout", "heavy"]
-    assert value_info(tree.leaves()[-1].sub.outputs[0]).shape == (4, 4)
+    assert [leaf.sub.kind for leaf in tree.first_decomposition_leaves()] == ["pointwise", "row_reduction", "layout", "heavy"]
+    assert value_info(tree.first_decomposition_leaves()[-1].sub.outputs[0]).shape == (4, 4)
+
+
+@pytest.mark.parametrize("name", ["gpt_stack.py", "llama_stack.py", "gated_conv_mixer.py"])
+def test_seam_decomposition_is_a_second_partition_across_module_seams(name):
+    graph, tree = reference(name)
+    root = tree.root
+    assert [c.label for c in root.children] == ["by module hierarchy", "by heavy-op seams"]
+    seams = root.children[1]
+    # heavy ops stand alone; some chain between them crosses child modules
+    for child in seams.children:
+        heavy = [n for n in child.sub.nodes if policy.category(n) == "heavy"]
+        assert len(heavy) <= 1
+        if heavy:
+            assert all(n is heavy[0] or op_name(n) == "getitem" for n in child.sub.nodes)
+    assert any(len({module_path(n) for n in c.sub.nodes}) > 1 for c in seams.children)
+
+    # its leaves partition the graph too
+    def leaves_under(node):
+        if node.is_leaf:
+            return [node]
+        return [leaf for c in node.children[0].children for leaf in leaves_under(c)]
+
+    leaves = [leaf for c in seams.children for leaf in leaves_under(c)]
+    names = [n.name for leaf in leaves for n in leaf.sub.nodes]
+    assert sorted(names) == sorted(n.name for n in graph.compute_nodes)
+    check_schedule([leaf.sub.nodes for leaf in leaves], {p.name for p in graph.placeholders})
