@@ -129,7 +129,6 @@ class Search:
         self._raw_emit = emit
         self.lane = threading.Lock()
         self.measure = device == "cuda" and config.timing == "auto"
-        self.modules: dict[str, ModuleType] = {}
         self.solved: dict[str, OrNode] = {}  # signature -> the node solved for it
         self.waiting: dict[str, list[OrNode]] = {}  # signature -> nodes waiting on it
         self.attempts: dict[str, int] = {}
@@ -144,8 +143,7 @@ class Search:
         self.best_cost = math.inf
         self.last_improvement = self.started
         self.cost_over_time: list[list[float]] = []
-        self.first_plan_s: float | None = None
-        self.final_plan_s = 0.0
+        self.first_plan_s: float | None = None  # when the top-down phase ended
         self.stop_reason = ""
         self.done = 0
         self.total = 0
@@ -199,17 +197,19 @@ class Search:
             if pool is not None:
                 pool.close()
         plan = best_plan(self.tree, self.config.force_triton)
-        for item in plan.items:
-            if item.chosen.implementation == "triton" and item.chosen.kernel_name not in self.modules:
-                self.modules[item.chosen.kernel_name] = self._load(item.chosen)
         return SearchResult(plan, baseline.cost_ms, self._metrics(), self.mutations)
 
     def _metrics(self) -> dict:
+        # first plan: the first one built from agent work (the first improvement on
+        # the library plan); with none, when the top-down phase had tried everything
+        improved = self.cost_over_time[1:]
+        first = improved[0][0] if improved else (self.first_plan_s or 0.0)
+        final = improved[-1][0] if improved else first
         return {
             "agent_calls": self.agent_calls,
             "tokens": self.tokens,
-            "time_to_first_plan_s": round(self.first_plan_s or 0.0, 3),
-            "time_to_final_plan_s": round(self.final_plan_s, 3),
+            "time_to_first_plan_s": round(first, 3),
+            "time_to_final_plan_s": round(final, 3),
             "reused_nodes": self.reused,
             "cache_hits": self.cache_hits,
             "mutations_tried": len(self.mutations),
@@ -334,7 +334,6 @@ class Search:
             now = self._elapsed()
             first = math.isinf(self.best_cost)
             self.best_cost = plan.cost_ms
-            self.final_plan_s = now
             self.last_improvement = time.monotonic()
             self.cost_over_time.append([round(now, 3), plan.cost_ms])
             baseline = self.cost_over_time[0][1]
