@@ -23,11 +23,11 @@ from lego_core.capture import capture_graph
 from lego_core.compose import write_output
 from lego_core.config import OptimizeConfig
 from lego_core.errors import OptimizeError
-from lego_core.events import NodeCreated, RunFinished, RunStarted, Sink, StageStarted
+from lego_core.events import RunFinished, RunStarted, Sink, StageStarted
 from lego_core.problem import ProblemSpec, load_problem
 from lego_core.report import build_report
 from lego_core.search import Search, run_search
-from lego_core.tree import AndNode, FusionTree, build_tree
+from lego_core.tree import FusionTree, build_tree, node_created
 
 
 def run_pipeline(spec: ProblemSpec, out_dir: str, config: OptimizeConfig, emit: Sink) -> dict:
@@ -85,21 +85,7 @@ def build_tree_and_announce(graph, emit: Sink) -> FusionTree:
     """Build the FusionTree and send one NodeCreated event per node, parents first."""
     tree = build_tree(graph)
     for node in tree.walk():
-        if isinstance(node, AndNode):
-            emit(NodeCreated(node_id=node.id, kind="and", parent=node.parent, label=node.label))
-        else:
-            sub = node.sub
-            emit(
-                NodeCreated(
-                    node_id=node.id,
-                    kind="or",
-                    parent=node.parent,
-                    label=sub.label,
-                    signature=sub.signature,
-                    ops=sub.ops,
-                    shapes=[list(s.shape) if s else None for s in sub.output_specs],
-                )
-            )
+        emit(node_created(node))
     return tree
 
 

@@ -44,6 +44,7 @@ import torch.fx as fx
 
 from lego_core.capture import Graph
 from lego_core.capture import op_name
+from lego_core.events import NodeCreated
 from lego_core.fusion import policy
 from lego_core.fusion.groups import FusionGroup, partition
 from lego_core.subproblem import SubProblem, make_subproblem
@@ -219,6 +220,15 @@ class FusionTree:
         parent.children.append(node)
         self.nodes[node.id] = node
         return node
+
+
+def node_created(node: OrNode | AndNode) -> NodeCreated:
+    """The ``NodeCreated`` event announcing a tree node."""
+    if isinstance(node, AndNode):
+        return NodeCreated(node_id=node.id, kind="and", parent=node.parent, label=node.label, shared=[p.id for p in node.shared])
+    sub = node.sub
+    shapes = [list(s.shape) if s else None for s in sub.output_specs]
+    return NodeCreated(node_id=node.id, kind="or", parent=node.parent, label=sub.label, signature=sub.signature, ops=sub.ops, shapes=shapes)
 
 
 def _id_counter():

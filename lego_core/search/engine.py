@@ -48,7 +48,6 @@ from lego_core.agents.pool import make_pool
 from lego_core.config import OptimizeConfig
 from lego_core.events import (
     CandidateProposed,
-    NodeCreated,
     NodeReused,
     PlanImproved,
     Progress,
@@ -60,7 +59,7 @@ from lego_core.events import (
 from lego_core.search.inputs import leaf_input_sets, load_module
 from lego_core.search.mutation import FusionProposal, propose_fusions
 from lego_core.search.plan import Plan, best_plan, direct_options
-from lego_core.tree import AndNode, Candidate, FusionTree, OrNode
+from lego_core.tree import AndNode, Candidate, FusionTree, OrNode, node_created
 from lego_core.verify import VerifyReport, calls_back_into_reference, verify
 
 IMPROVEMENT = 1e-9  # ms; a plan must be cheaper than this to count as better
@@ -156,21 +155,7 @@ class Search:
 
     def announce(self, node: OrNode | AndNode) -> None:
         """A NodeCreated event for a node made while searching."""
-        if isinstance(node, AndNode):
-            self.emit(NodeCreated(node_id=node.id, kind="and", parent=node.parent, label=node.label, shared=[p.id for p in node.shared]))
-        else:
-            sub = node.sub
-            self.emit(
-                NodeCreated(
-                    node_id=node.id,
-                    kind="or",
-                    parent=node.parent,
-                    label=sub.label,
-                    signature=sub.signature,
-                    ops=sub.ops,
-                    shapes=[list(s.shape) if s else None for s in sub.output_specs],
-                )
-            )
+        self.emit(node_created(node))
 
     # ------------------------------------------------------------------ driver
 
