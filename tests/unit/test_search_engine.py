@@ -271,3 +271,37 @@ def test_monolithic_asks_once_about_the_whole_model(tmp_path):
     assert result.metrics["agent_calls"] == 1
     assert result.plan.cost_ms == pytest.approx(result.baseline_ms)
     assert math.isfinite(result.metrics["time_to_first_plan_s"])
+
+
+class TokenAgent(SlowAgent):
+    """Reports 100 language-model tokens per call."""
+
+    name = "tokens"
+
+    def propose(self, sub, feedback):
+        proposal = super().propose(sub, feedback)
+        proposal.tokens = 100
+        return proposal
+
+
+@pytest.mark.parametrize(
+    "budget, reason",
+    [
+        ({"max_tokens": 250}, "token budget"),
+        ({"max_agent_calls": 2}, "agent-call budget"),
+        ({"max_search_s": 1e-6}, "wall-time budget"),
+        ({"patience_s": 1e-6}, "patience (no better plan)"),
+    ],
+)
+def test_budgets_stop_the_search(tmp_path, budget, reason):
+    search, _ = make_search(tmp_path, TokenAgent(0.0), agents=1, **budget)
+    result = search.run()
+    metrics = result.metrics
+    assert metrics["stop_reason"] == reason
+    if "max_tokens" in budget:
+        assert metrics["agent_calls"] == 3 and metrics["tokens"] == 300  # the call that crossed the budget finishes
+    if "max_agent_calls" in budget:
+        assert metrics["agent_calls"] == 2 and metrics["tokens"] == 200
+    if "max_search_s" in budget or "patience_s" in budget:
+        assert metrics["agent_calls"] == 0
+    assert result.plan.cost_ms <= result.baseline_ms  # a complete plan all the same
