@@ -13,7 +13,7 @@ SHARED_MODELS = REPO.parent / "shared" / "models"
 # it): tests never read ~/.cache, and a test that counts agent calls is not
 # answered by an earlier session's kernels.  Tests of the cache itself use
 # their own tmp_path.
-os.environ["LEGO_CACHE_DIR"] = tempfile.mkdtemp(prefix="lego-test-cache-")
+os.environ.setdefault("LEGO_CACHE_DIR", tempfile.mkdtemp(prefix="lego-test-cache-"))
 
 
 @pytest.fixture(scope="session")

@@ -78,6 +78,7 @@ def run_config() -> OptimizeConfig:
         timeout_s=settings.LEGO_RUN_TIMEOUT_S,
         agents=settings.LEGO_AGENTS,
         agent_pool=FANOUT_POOL if settings.LEGO_AGENT_FANOUT else None,
+        cache_dir=settings.LEGO_CACHE_DIR,
     )
 
 

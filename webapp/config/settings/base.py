@@ -16,6 +16,8 @@ Environment variables:
 - ``LEGO_AGENT_FANOUT``: send agent calls to Celery workers of the agents
   queue (default on); off runs them in threads of the run's own process.
 - ``LEGO_AGENTS``: how many agents work at once in one run (default 4).
+- ``LEGO_CACHE_DIR``: the persistent kernel cache the run workers share
+  (default ``LEGO_VAR_DIR/kernel-cache``).
 - ``LEGO_AGENT_QUEUE``: the agents queue (default ``lego-agents``).
 - ``LEGO_AGENT_TIMEOUT_S``: how long an agent call may wait for a worker
   and run (default 300); a call no worker took in that time fails the run.
@@ -172,6 +174,8 @@ LEGO_RUN_TIMEOUT_S = float(env("LEGO_RUN_TIMEOUT_S", "3600"))
 LEGO_AGENT_FANOUT = env_bool("LEGO_AGENT_FANOUT", True)
 LEGO_AGENTS = int(env("LEGO_AGENTS", "4"))
 LEGO_AGENT_TIMEOUT_S = float(env("LEGO_AGENT_TIMEOUT_S", "300"))
+# the persistent kernel cache every run worker of this machine reads and writes
+LEGO_CACHE_DIR = env("LEGO_CACHE_DIR", str(VAR_DIR / "kernel-cache"))
 
 LOGGING = {
     "version": 1,
