@@ -36,14 +36,14 @@ def build_parser() -> argparse.ArgumentParser:
     opt.add_argument("--out", default=None, help="output folder (default: ./lego_out/<model name>)")
     opt.add_argument("--no-triton", action="store_true", help="library calls only (a baseline)")
     opt.add_argument("--no-compile", action="store_true", help="on a GPU, do not time torch.compile")
-    opt.add_argument("--timeout", type=float, default=None, help="stop the run after this many seconds")
+    opt.add_argument("--timeout", type=_positive_float, default=None, help="stop the run after this many seconds")
     search = opt.add_argument_group("search")
-    search.add_argument("--agents", type=_positive_int, default=OptimizeConfig.agents, metavar="N", help=f"agents working on different nodes at once (default {OptimizeConfig.agents})")
+    search.add_argument("--agents", type=_agent_count, default=OptimizeConfig.agents, metavar="N", help=f"agents working on different nodes at once (default {OptimizeConfig.agents})")
     search.add_argument("--strategy", choices=STRATEGIES, default="lego", help="lego: the AND-OR tree search; monolithic: one agent handed the whole model (a baseline)")
     search.add_argument("--no-dedupe", action="store_true", help="solve every sub-problem on its own, even when an equal one was solved (an ablation)")
     search.add_argument("--no-mutation", action="store_true", help="no bottom-up fusion of verified neighbours (an ablation)")
     search.add_argument("--no-cache", action="store_true", help="neither read nor write the persistent kernel cache for this run")
-    search.add_argument("--cache-dir", default=None, help="kernel cache folder (default $LEGO_CACHE_DIR or ~/.cache/lego/kernels)")
+    search.add_argument("--cache-dir", type=_folder, default=None, help="kernel cache folder (default $LEGO_CACHE_DIR or ~/.cache/lego/kernels)")
     search.add_argument("--max-agent-calls", type=_positive_int, default=None, metavar="N", help="stop searching after N agent calls")
     search.add_argument("--max-tokens", type=_positive_int, default=None, metavar="N", help="stop searching after N language-model tokens")
     search.add_argument("--max-search-time", type=_positive_float, default=None, metavar="S", help="stop searching after S seconds")
@@ -61,13 +61,29 @@ def _positive_int(text: str) -> int:
     return value
 
 
+MAX_AGENTS = 64
+
+
+def _agent_count(text: str) -> int:
+    value = _positive_int(text)
+    if value > MAX_AGENTS:
+        raise argparse.ArgumentTypeError(f"at most {MAX_AGENTS} agents work on one run, got {value}")
+    return value
+
+
+def _folder(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty path; name a folder (it is created if missing)")
+    return text
+
+
 def _positive_float(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be more than 0 seconds, got {value}")
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds above 0, got {text}")
     return value
 
 
@@ -108,10 +124,21 @@ def summary_table(report: dict) -> Table:
         if timing.get("compile_ms"):
             table.add_row("torch.compile (measured)", f"{timing['compile_ms']:.4f} ms")
         table.add_row("optimized (measured)", f"{timing['optimized_ms']:.4f} ms")
-    table.add_row(f"agent calls ({metrics.get('agents', 1)} agents, {metrics.get('strategy', 'lego')})", str(metrics["agent_calls"]))
+    if metrics.get("strategy") == "monolithic":
+        how = "monolithic: one agent, the whole model"
+    else:
+        agents = metrics.get("agents", 1)
+        how = f"{agents} agent{'s' if agents != 1 else ''} at once"
+    table.add_row(f"agent calls ({how})", str(metrics["agent_calls"]))
     table.add_row("tokens", str(metrics.get("tokens", 0)))
     hits = metrics.get("cache_hits", 0)
-    table.add_row("from the kernel cache (no agent call)", f"{hits} signature(s)" if hits else "none")
+    if not metrics.get("cache", True):
+        cached = "off"
+    else:
+        cached = f"{hits} signature(s)" if hits else "none"
+        if metrics.get("cache_stale"):
+            cached += f"; {metrics['cache_stale']} stale entr{'y' if metrics['cache_stale'] == 1 else 'ies'} failed verification and were replaced"
+    table.add_row("from the kernel cache (no agent call)", cached)
     table.add_row("mutations accepted / tried", f"{metrics.get('mutations_accepted', 0)} / {metrics.get('mutations_tried', 0)}")
     table.add_row("time to first / final plan", f"{metrics.get('time_to_first_plan_s', 0):.1f} s / {metrics.get('time_to_final_plan_s', 0):.1f} s")
     table.add_row("search stopped by", str(metrics.get("stop_reason", "")))

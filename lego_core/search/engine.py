@@ -62,7 +62,13 @@ from lego_core.search.plan import Plan, best_plan, direct_options
 from lego_core.tree import AndNode, Candidate, FusionTree, OrNode, node_created
 from lego_core.verify import VerifyReport, calls_back_into_reference, verify
 
-IMPROVEMENT = 1e-9  # ms; a plan must be cheaper than this to count as better
+IMPROVEMENT = 1e-6  # relative: a plan must be this much cheaper to count as better (summing
+# the same costs in another order differs by ~1e-8 ms, which is no improvement)
+
+
+def cheaper(a: float, b: float) -> bool:
+    """Whether cost ``a`` is really below cost ``b`` (not by rounding)."""
+    return a < b * (1 - IMPROVEMENT)
 
 
 @dataclasses.dataclass
@@ -137,6 +143,7 @@ class Search:
         self.tokens = 0
         self.reused = 0
         self.cache_hits = 0
+        self.cache_stale = 0
         self.mutations: list[dict] = []
         self.started = time.monotonic()
         self.best_cost = math.inf
@@ -202,10 +209,18 @@ class Search:
             "best_cost_over_time": self.cost_over_time,
             "search_time_s": round(self._elapsed(), 3),
             "stop_reason": self.stop_reason or "search space exhausted",
+            "cache_stale": self.cache_stale,
             "strategy": self.config.strategy,
             "agents": self.config.agents,
             "dedupe": self.config.dedupe,
-            "mutation": self.config.mutation,
+            "mutation": self.config.mutation and self.config.strategy == "lego",
+            "cache": self.cache is not None and self.config.cache and self.config.dedupe,
+            "budgets": {
+                "max_agent_calls": self.config.max_agent_calls,
+                "max_tokens": self.config.max_tokens,
+                "max_search_s": self.config.max_search_s,
+                "patience_s": self.config.patience_s,
+            },
         }
 
     def _elapsed(self) -> float:
@@ -315,7 +330,7 @@ class Search:
         return again
 
     def _plan_changed(self, plan: Plan) -> None:
-        if plan.cost_ms < self.best_cost - IMPROVEMENT:
+        if math.isinf(self.best_cost) or cheaper(plan.cost_ms, self.best_cost):
             now = self._elapsed()
             first = math.isinf(self.best_cost)
             self.best_cost = plan.cost_ms
@@ -331,8 +346,14 @@ class Search:
         self.attempts[node.id] = self.attempts.get(node.id, 0) + 1
         key = self._cache_key(node)
         entry = self.cache.get(key) if key else None
+        stale: list[Candidate] = []
         if entry is not None:
-            return self._from_cache(node, entry)
+            cached = self._from_cache(node, entry)
+            if not cached.failed_verification:
+                return cached
+            # a cached kernel that fails here is not trusted: ask the agent and overwrite the entry
+            stale = cached.candidates
+            self.emit(TranscriptMessage(node_id=node.id, agent="cache", role="system", content=f"the cached kernel failed verification on this run's inputs ({cached.feedback[-1] if cached.feedback else 'no reason'}); asking the agent again and replacing the cache entry"))
         feedback = list(node.feedback)
         try:
             proposal = self.pool.submit(node.sub, feedback).result()
@@ -343,6 +364,10 @@ class Search:
             self.tokens += proposal.tokens
         for role, content in proposal.transcript:
             self.emit(TranscriptMessage(node_id=node.id, agent=self.agent.name, role=role, content=content, tokens=0))
+        spent = self.out_of_budget()
+        if proposal.source is not None and spent in ("wall-time budget", "patience (no better plan)"):
+            self.emit(TranscriptMessage(node_id=node.id, agent="scheduler", role="system", content=f"the {spent} ran out while the agent worked: its kernel is not verified or used"))
+            return Outcome([])
         if proposal.source is None:
             outcome = Outcome([])
         else:
@@ -357,6 +382,7 @@ class Search:
         final = not outcome.failed_verification or self.attempts[node.id] >= self.config.max_attempts
         if key and final:
             self._store(key, node, proposal, outcome)
+        outcome.candidates[:0] = stale
         return outcome
 
     def _check(self, node: OrNode, cand: Candidate) -> None:
@@ -442,11 +468,11 @@ class Search:
 
     def _from_cache(self, node: OrNode, entry) -> Outcome:
         """A signature solved by an earlier run: no agent call; a cached kernel is verified again here."""
-        with self._emit_lock:
-            self.cache_hits += 1
         node.reused_from = "cache"
         note = f"signature solved before ({entry.origin}); taking the result from the kernel cache, no agent call"
         if entry.source is None:
+            with self._emit_lock:
+                self.cache_hits += 1
             self.emit(TranscriptMessage(node_id=node.id, agent="cache", role="system", content=f"{note}: the agent had no kernel for it ({entry.reason or 'declined'})"))
             self.emit(NodeReused(node_id=node.id, reused_from="cache", via="cache", usable=False))
             return Outcome([], from_cache=True)
@@ -454,7 +480,14 @@ class Search:
         cand = Candidate(f"{node.id}-{entry.agent}-cached", node.id, entry.agent, "triton", entry.source, f"{node.sub.id}_{entry.kernel_name.split('_', 1)[-1]}" if entry.kernel_name else f"{node.sub.id}_kernel")
         self.emit(CandidateProposed(node_id=node.id, candidate_id=cand.id, agent=entry.agent, implementation="triton", source=cand.source))
         self._check(node, cand)
-        self.emit(NodeReused(node_id=node.id, reused_from="cache", via="cache", usable=cand.usable))
+        with self._emit_lock:
+            if cand.usable:
+                self.cache_hits += 1
+            else:
+                self.cache_stale += 1
+                node.reused_from = None
+        if cand.usable:
+            self.emit(NodeReused(node_id=node.id, reused_from="cache", via="cache", usable=True))
         return Outcome([cand], from_cache=True, failed_verification=not cand.usable, feedback=[cand.rejected_reason] if not cand.usable else [])
 
     def _store(self, key: str, node: OrNode, proposal: Proposal, outcome: Outcome) -> None:
@@ -510,20 +543,12 @@ class Search:
             fused = [self._attach(proposal, plan) for proposal in batch]
             self._solve_all([node for node in fused if self.agent.can_attempt(node.sub)])
             for proposal, node in zip(batch, fused):
-                self._record_mutation(proposal, node)
+                if self._record_mutation(proposal, node):
+                    self._combine(proposal, node)
 
     def _attach(self, proposal: FusionProposal, plan: Plan) -> OrNode:
         """Add the fusion as a new decomposition of the nearest ancestor whose best plan holds every fused item."""
-        ids = {item.id for item in proposal.items}
-        host = self.tree.root
-        for ancestor in self.tree.ancestors(proposal.items[0])[1:]:
-            sub_plan = best_plan(self.tree, self.config.force_triton, root=ancestor) if ancestor is not self.tree.root else plan
-            if ids <= set(sub_plan.item_ids):
-                host = ancestor
-                kept = [item for item in sub_plan.items if item.id not in ids]
-                break
-        else:
-            kept = [item for item in plan.items if item.id not in ids]
+        host, kept = self._host({item.id for item in proposal.items}, plan)
         split, node = self.tree.add_mutation(host, proposal.sub, proposal.items, kept, proposal.label())
         node.sub.label = f"fused {' + '.join(item.sub.label for item in proposal.items)}"[:200]
         self.announce(split)
@@ -532,11 +557,38 @@ class Search:
         self.emit(TranscriptMessage(node_id=node.id, agent="mutation", role="system", content=f"{proposal.kind}: fusing {', '.join(i.id for i in proposal.items)} saves {proposal.bytes_saved} bytes of traffic; decomposition {split.id} of {host.id}"))
         return node
 
-    def _record_mutation(self, proposal: FusionProposal, node: OrNode) -> None:
+    def _combine(self, proposal: FusionProposal, node: OrNode) -> None:
+        """Make an accepted fusion usable together with the others of its round.
+
+        Every fusion of a round was attached against the plan of the round's
+        start, so two accepted ones are sibling alternatives that exclude each
+        other.  When the current best plan still holds this fusion's items
+        unfused, add one more decomposition that shares the fused node with the
+        current plan's other items (both fusions then count)."""
+        plan = best_plan(self.tree, self.config.force_triton)
+        ids = {item.id for item in proposal.items}
+        if node.id in plan.item_ids or not ids <= set(plan.item_ids):
+            return
+        host, kept = self._host(ids, plan)
+        split = self.tree.new_and(host, f"combined: {proposal.label()} with the current plan")
+        split.shared = kept + [node]
+        self.announce(split)
+        self._plan_changed(best_plan(self.tree, self.config.force_triton))
+
+    def _host(self, ids: set[str], plan: Plan) -> tuple[OrNode, list[OrNode]]:
+        """The nearest OR ancestor whose best plan holds every item in ``ids``, and that plan's other items."""
+        first = next(item for item in plan.items if item.id in ids)
+        for ancestor in self.tree.ancestors(first)[1:]:
+            sub_plan = plan if ancestor is self.tree.root else best_plan(self.tree, self.config.force_triton, root=ancestor)
+            if ids <= set(sub_plan.item_ids):
+                return ancestor, [item for item in sub_plan.items if item.id not in ids]
+        return self.tree.root, [item for item in plan.items if item.id not in ids]
+
+    def _record_mutation(self, proposal: FusionProposal, node: OrNode) -> bool:
         options = [c for c in direct_options(node) if c.implementation != "library"]
         replaced_ms = sum(item.chosen.time_ms for item in proposal.items)
         fused_ms = options[0].time_ms if options else None
-        accepted = fused_ms is not None and fused_ms < replaced_ms - IMPROVEMENT
+        accepted = fused_ms is not None and cheaper(fused_ms, replaced_ms)
         if options and not accepted:
             reason = f"verified but not cheaper ({fused_ms:.4g} ms vs {replaced_ms:.4g} ms)"
         elif not options:
@@ -558,3 +610,4 @@ class Search:
                 "reason": reason,
             }
         )
+        return accepted

@@ -135,6 +135,9 @@ def test_mutation_finds_a_cheaper_plan(runs, name):
     assert mutated.metrics["mutations_accepted"] == len(accepted) > 0
     # the fused kernel is in the final plan and in the composed model
     fused = [sp for sp in mutated.report["subproblems"] if sp["fused_from"]]
+    # every accepted fusion is used: accepted ones of one round combine (in it, or fused further)
+    for m in accepted:
+        assert any(contains(sp["ops"], m["ops"]) for sp in fused), (m["node_id"], m["ops"])
     # (later rounds may have fused it further: the plan holds a fused kernel containing it)
     assert any(contains(sp["ops"], ops) and sp["implementation"] == "triton" for sp in fused), [sp["ops"] for sp in fused]
     for sp in fused:
@@ -165,6 +168,26 @@ def test_second_run_reuses_the_kernel_cache(work):
     assert any(sp["reused_from"] == "cache" for sp in second.report["subproblems"])
     # cached kernels were verified again on this run's inputs
     assert {e.node_id for e in second.of_type("verification")} >= {e.node_id for e in hits if e.usable}
+
+
+def test_a_stale_cached_kernel_is_replaced_not_trusted(work):
+    cache_dir = work / "stale-cache"
+    first = optimize_tiny("scores_chain.py", work / "stale-1", cache=True, cache_dir=str(cache_dir))
+    assert first.metrics["agent_calls"] == 1
+    entries = [p for p in cache_dir.rglob("*.json") if json.loads(p.read_text())["entry"]["source"]]
+    assert len(entries) == 1
+    data = json.loads(entries[0].read_text())
+    source = data["entry"]["source"]
+    # the kernel file computes something else now: every output off by one
+    data["entry"]["source"] = source.replace("def launch(", "def _launch(") + "\n\ndef launch(*args, out=None):\n    outs = _launch(*args, out=out)\n    for o in outs:\n        o.add_(1.0)\n    return outs\n"
+    entries[0].write_text(json.dumps(data))
+    second = optimize_tiny("scores_chain.py", work / "stale-2", cache=True, cache_dir=str(cache_dir))
+    assert second.metrics["cache_stale"] == 1 and second.metrics["cache_hits"] == 0
+    assert second.metrics["agent_calls"] == 1  # the agent was asked again
+    assert second.plan["cost_ms"] == pytest.approx(first.plan["cost_ms"], rel=1e-9)
+    assert any("failed verification" in e.content for e in second.of_type("transcript") if e.agent == "cache")
+    third = optimize_tiny("scores_chain.py", work / "stale-3", cache=True, cache_dir=str(cache_dir))
+    assert third.metrics["agent_calls"] == 0 and third.metrics["cache_hits"] == 1 and third.metrics["cache_stale"] == 0
 
 
 def test_no_cache_run_neither_reads_nor_writes(work):
