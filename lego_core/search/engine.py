@@ -282,8 +282,7 @@ class Search:
                 for future in finished:
                     node = inflight.pop(future)
                     queue[:0] = self._finish(node, future.result())
-        for sig, nodes in list(self.waiting.items()):  # budget ran out before their twin was solved
-            self.waiting.pop(sig)
+        self.waiting.clear()  # nodes still waiting: the budget ran out before their twin was solved
 
     def _dedupe(self, node: OrNode) -> bool:
         """True when ``node`` needs no work of its own: its signature is solved or being solved."""
