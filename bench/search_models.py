@@ -46,6 +46,9 @@ sys.path[:0] = [str(BENCH.parent), str(BENCH)]
 
 from reference_models import model_names, model_path, tiny_overrides, tiny_table  # noqa: E402
 
+from lego_core.cli import seconds_argument  # noqa: E402
+from lego_core.config import MAX_AGENTS  # noqa: E402
+
 VARIANTS: dict[str, dict] = {
     "default": {},
     "monolithic": {"strategy": "monolithic"},
@@ -86,16 +89,6 @@ class RunResult:
 # --- variants and runs -----------------------------------------------------
 
 
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"a number of seconds above 0, got {text}")
-    return value
-
-
 def variant_name(text: str) -> str:
     """The canonical name of a variant as typed (``agents-4``, ``agents4``,
     ``agents=4`` -> ``agents 4``); raises ValueError for an unknown one."""
@@ -103,8 +96,8 @@ def variant_name(text: str) -> str:
     match = re.fullmatch(r"agents[\s=_-]*(\d+)", text)
     if match:
         count = int(match.group(1))
-        if not 1 <= count <= 64:
-            raise ValueError(f"{text!r}: an agent count from 1 to 64")
+        if not 1 <= count <= MAX_AGENTS:
+            raise ValueError(f"{text!r}: an agent count from 1 to {MAX_AGENTS}")
         return f"agents {count}"
     if text in VARIANTS:
         return text
@@ -308,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), help=f"default: {', '.join(VARIANTS)}")
     parser.add_argument("--markdown", action="store_true", help="a GitHub table instead of a rich one")
     parser.add_argument("--dry-run", action="store_true", help="print the planned runs and stop")
-    parser.add_argument("--timeout", type=_seconds, default=900.0, help="per run, seconds (default 900)")
+    parser.add_argument("--timeout", type=seconds_argument, default=900.0, help="per run, seconds (default 900)")
     parser.add_argument("--json", default=None, help="also write every run's result and report to this file")
     args = parser.parse_args(argv)
     try:

@@ -18,7 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from lego_core.api import optimize
-from lego_core.config import STRATEGIES, OptimizeConfig
+from lego_core.config import MAX_AGENTS, STRATEGIES, OptimizeConfig
 from lego_core.errors import OptimizeError
 from lego_core.events import Event
 from lego_core.spec import DEVICES, DTYPE_NAMES, ProblemError, ProblemSpec, parse_overrides
@@ -36,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     opt.add_argument("--out", default=None, help="output folder (default: ./lego_out/<model name>)")
     opt.add_argument("--no-triton", action="store_true", help="library calls only (a baseline)")
     opt.add_argument("--no-compile", action="store_true", help="on a GPU, do not time torch.compile")
-    opt.add_argument("--timeout", type=_positive_float, default=None, help="stop the run after this many seconds")
+    opt.add_argument("--timeout", type=seconds_argument, default=None, help="stop the run after this many seconds")
     search = opt.add_argument_group("search")
     search.add_argument("--agents", type=_agent_count, default=OptimizeConfig.agents, metavar="N", help=f"agents working on different nodes at once (default {OptimizeConfig.agents})")
     search.add_argument("--strategy", choices=STRATEGIES, default="lego", help="lego: the AND-OR tree search; monolithic: one agent handed the whole model (a baseline)")
@@ -46,8 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--cache-dir", type=_folder, default=None, help="kernel cache folder (default $LEGO_CACHE_DIR or ~/.cache/lego/kernels)")
     search.add_argument("--max-agent-calls", type=_positive_int, default=None, metavar="N", help="stop searching after N agent calls")
     search.add_argument("--max-tokens", type=_positive_int, default=None, metavar="N", help="stop searching after N language-model tokens")
-    search.add_argument("--max-search-time", type=_positive_float, default=None, metavar="S", help="stop searching after S seconds")
-    search.add_argument("--patience", type=_positive_float, default=None, metavar="S", help="stop searching after S seconds without a better plan")
+    search.add_argument("--max-search-time", type=seconds_argument, default=None, metavar="S", help="stop searching after S seconds")
+    search.add_argument("--patience", type=seconds_argument, default=None, metavar="S", help="stop searching after S seconds without a better plan")
     return parser
 
 
@@ -59,9 +59,6 @@ def _positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
-
-
-MAX_AGENTS = 64
 
 
 def _agent_count(text: str) -> int:
@@ -77,7 +74,8 @@ def _folder(text: str) -> str:
     return text
 
 
-def _positive_float(text: str) -> float:
+def seconds_argument(text: str) -> float:
+    """argparse type: a number of seconds above 0 (and finite); ArgumentTypeError otherwise."""
     try:
         value = float(text)
     except ValueError:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 
 STRATEGIES = ("lego", "monolithic")
+MAX_AGENTS = 64  # agents working on one run at once
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,8 +71,8 @@ class OptimizeConfig:
     def __post_init__(self) -> None:
         if self.strategy not in STRATEGIES:
             raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, got {self.strategy!r}")
-        if self.agents < 1:
-            raise ValueError(f"agents must be at least 1, got {self.agents}")
+        if not 1 <= self.agents <= MAX_AGENTS:
+            raise ValueError(f"agents must be from 1 to {MAX_AGENTS}, got {self.agents}")
         if len(self.verify_seeds) < 3:
             raise ValueError(f"verification needs at least three seeds, got {len(self.verify_seeds)}")
 
