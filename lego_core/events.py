@@ -54,7 +54,10 @@ class StageStarted(Event):
 @dataclasses.dataclass
 class NodeCreated(Event):
     """A FusionTree node. ``kind`` is ``or`` or ``and``; ``parent`` is the
-    parent's id (None for the root); ``ops`` lists the ATen ops it covers."""
+    parent's id (None for the root); ``ops`` lists the ATen ops it covers.
+    OR nodes (sub-problems) also carry ``input_shapes`` and ``shapes`` (the
+    outputs'; None for a non-tensor value) and ``reference``: the region as
+    readable PyTorch source, ``def reference(...)`` returning a tuple."""
 
     type: ClassVar[str] = "node_created"
     node_id: str
@@ -66,6 +69,8 @@ class NodeCreated(Event):
     shapes: list = dataclasses.field(default_factory=list)
     reused: bool = False
     shared: list = dataclasses.field(default_factory=list)
+    input_shapes: list = dataclasses.field(default_factory=list)
+    reference: str = ""
 
 
 @dataclasses.dataclass
@@ -135,7 +140,8 @@ class Timing(Event):
 class PlanImproved(Event):
     """A cheaper complete plan was found (whole-model cost in ms).  The
     first one (``initial``) is the library plan the search starts from;
-    ``items``: how many sub-problems the plan implements directly."""
+    ``items``: how many sub-problems the plan implements directly;
+    ``chosen``: their OR-node ids, in schedule order."""
 
     type: ClassVar[str] = "plan_improved"
     cost_ms: float
@@ -144,6 +150,7 @@ class PlanImproved(Event):
     measured: bool
     items: int = 0
     initial: bool = False
+    chosen: list = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass

@@ -228,7 +228,11 @@ def node_created(node: OrNode | AndNode) -> NodeCreated:
         return NodeCreated(node_id=node.id, kind="and", parent=node.parent, label=node.label, shared=[p.id for p in node.shared])
     sub = node.sub
     shapes = [list(s.shape) if s else None for s in sub.output_specs]
-    return NodeCreated(node_id=node.id, kind="or", parent=node.parent, label=sub.label, signature=sub.signature, ops=sub.ops, shapes=shapes)
+    input_shapes = [list(s.shape) if s else None for s in sub.input_specs]
+    return NodeCreated(
+        node_id=node.id, kind="or", parent=node.parent, label=sub.label, signature=sub.signature, ops=sub.ops,
+        shapes=shapes, input_shapes=input_shapes, reference=sub.reference_source("reference"),
+    )
 
 
 def _id_counter():

@@ -6,6 +6,7 @@ viewer that connects late replays it with ``?after=<seq>`` reads.
 """
 from __future__ import annotations
 
+import secrets
 import uuid
 from pathlib import Path
 
@@ -47,6 +48,9 @@ class Run(models.Model):
     # the Celery worker that took the run, so a restarted worker can fail the
     # runs it left behind instead of leaving them "running" forever
     worker = models.CharField(max_length=255, blank=True)
+    # the read-only share link's secret (secrets.token_urlsafe(32), 256 bits);
+    # empty when the run is not shared; revoking clears it for good
+    share_token = models.CharField(max_length=64, blank=True, default="", db_index=True)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -60,6 +64,17 @@ class Run(models.Model):
     @property
     def is_active(self) -> bool:
         return self.state in self.ACTIVE_STATES
+
+    def create_share_token(self) -> str:
+        """Give the run a new unguessable share token (replacing any old one)."""
+        self.share_token = secrets.token_urlsafe(32)
+        self.save(update_fields=["share_token"])
+        return self.share_token
+
+    def revoke_share_token(self) -> None:
+        """Stop sharing: the old link and its websocket stop working."""
+        self.share_token = ""
+        self.save(update_fields=["share_token"])
 
     @property
     def output_path(self) -> Path | None:

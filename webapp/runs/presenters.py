@@ -4,7 +4,63 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.urls import reverse
+
 from webapp.runs.models import Run, RunEvent
+
+
+def websocket_path(run: Run) -> str:
+    """Path of the run's event stream (``consumers.RunEventsConsumer``);
+    the client adds ``?after=<seq>`` and, on a shared page, ``&share=<token>``."""
+    return f"/ws/runs/{run.id}/events/"
+
+
+def run_page_context(run: Run, request, share_token: str | None = None) -> dict[str, Any]:
+    """Template context of the run page (``runs/detail.html``), for its owner
+    or, with ``share_token``, for the read-only shared page (no controls).
+
+    ``live`` is what the page's JavaScript reads (rendered with
+    ``json_script``): the websocket path, the share token (empty for the
+    owner) and the run's state when the page was rendered.
+    """
+    report = run.report or {}
+    shared = share_token is not None
+    if shared:
+        download_url = reverse("runs:shared-download", args=[share_token])
+        report_html_url = reverse("runs:shared-report-html", args=[share_token])
+    else:
+        download_url = reverse("runs:download", args=[run.id])
+        report_html_url = reverse("runs:report-html", args=[run.id])
+    share = None
+    if not shared:
+        share = {
+            "url": request.build_absolute_uri(reverse("runs:shared", args=[run.share_token])) if run.share_token else "",
+            "create_url": reverse("runs:share-create", args=[run.id]),
+            "revoke_url": reverse("runs:share-revoke", args=[run.id]),
+        }
+    return {
+        "run": run,
+        "shared_view": shared,
+        "share": share,
+        "download_url": download_url,
+        "report_html_url": report_html_url,
+        "live": {
+            "run_id": str(run.id),
+            "ws_path": websocket_path(run),
+            "share_token": share_token or "",
+            "state": run.state,
+            "active": run.is_active,
+        },
+        "status": run_status(run),
+        "report": report,
+        "plan": report.get("plan") or {},
+        "end_to_end": report.get("end_to_end") or {},
+        "rows": plan_rows(report),
+        "layout_count": layout_count(report),
+        "metrics": report.get("metrics") or {},
+        "timing": report.get("timing") or {},
+        "error_source_line": error_source_line(run),
+    }
 
 
 def run_status(run: Run) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from webapp.runs import views
+from webapp.runs import sharing, views
 
 app_name = "runs"
 
@@ -9,6 +9,10 @@ urlpatterns = [
     path("runs/new/", views.run_new, name="new"),
     path("runs/<uuid:run_id>/", views.run_detail, name="detail"),
     path("runs/<uuid:run_id>/download.zip", views.run_download, name="download"),
-    path("api/runs/<uuid:run_id>/", views.api_run, name="api-run"),
-    path("api/runs/<uuid:run_id>/events/", views.api_run_events, name="api-events"),
+    path("runs/<uuid:run_id>/report.html", views.run_report_html, name="report-html"),
+    path("runs/<uuid:run_id>/share/", sharing.share_create, name="share-create"),
+    path("runs/<uuid:run_id>/share/revoke/", sharing.share_revoke, name="share-revoke"),
+    path("share/<str:token>/", sharing.shared_run, name="shared"),
+    path("share/<str:token>/download.zip", sharing.shared_download, name="shared-download"),
+    path("share/<str:token>/report.html", sharing.shared_report_html, name="shared-report-html"),
 ]

@@ -21,6 +21,9 @@ Environment variables:
 - ``LEGO_AGENT_QUEUE``: the agents queue (default ``lego-agents``).
 - ``LEGO_AGENT_TIMEOUT_S``: how long an agent call may wait for a worker
   and run (default 300); a call no worker took in that time fails the run.
+- ``LEGO_EVENT_POLL_S``: how often a live viewer's websocket looks for new
+  events in the database when no wake-up came (default 0.5 s without
+  Redis, 5 s with it).
 - ``DJANGO_DEBUG``, ``DJANGO_ALLOWED_HOSTS``, ``DJANGO_STATIC_ROOT``.
 """
 from __future__ import annotations
@@ -52,12 +55,16 @@ DEBUG = env_bool("DJANGO_DEBUG", False)
 ALLOWED_HOSTS = [h for h in (env("DJANGO_ALLOWED_HOSTS", "") or "").split(",") if h]
 
 INSTALLED_APPS = [
+    "daphne",  # first: runserver then serves ASGI, websockets included
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "channels",
+    "rest_framework",
+    "rest_framework.authtoken",
     "webapp.runs",
 ]
 
@@ -168,6 +175,31 @@ CELERY_WORKER_CONCURRENCY = 1
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+
+# --- live event stream (Channels) --------------------------------------------
+# Events are stored in the database first; the channel layer only wakes the
+# websocket consumers of a run up ("new events after seq N"), and consumers
+# read the events from the database.  With Redis the wake-up crosses
+# processes (the run worker -> the web server); on the embedded default the
+# in-memory layer reaches only this process, so consumers also poll the
+# database every LEGO_EVENT_POLL_S.
+if REDIS_URL:
+    CHANNEL_LAYERS = {
+        "default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [REDIS_URL]}}
+    }
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+LEGO_EVENT_POLL_S = float(env("LEGO_EVENT_POLL_S", "5" if REDIS_URL else "0.5"))
+
+# --- JSON API (Django REST framework): session or token authentication -------
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+}
 
 # --- LEGO ----------------------------------------------------------------------
 LEGO_RUN_TIMEOUT_S = float(env("LEGO_RUN_TIMEOUT_S", "3600"))
