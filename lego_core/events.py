@@ -88,6 +88,18 @@ class NodeReused(Event):
 
 
 @dataclasses.dataclass
+class NodeStarted(Event):
+    """Work on an OR node began: the kernel cache is looked up and, failing
+    that, ``agent`` is asked (``attempt`` counts from 1; a retry after failed
+    verification is attempt 2, with the failure as feedback)."""
+
+    type: ClassVar[str] = "node_started"
+    node_id: str
+    agent: str
+    attempt: int = 1
+
+
+@dataclasses.dataclass
 class CandidateProposed(Event):
     """An agent proposed an implementation for a sub-problem."""
 
@@ -194,6 +206,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         StageStarted,
         NodeCreated,
         NodeReused,
+        NodeStarted,
         CandidateProposed,
         TranscriptMessage,
         VerificationResult,

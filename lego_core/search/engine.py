@@ -49,6 +49,7 @@ from lego_core.config import OptimizeConfig
 from lego_core.events import (
     CandidateProposed,
     NodeReused,
+    NodeStarted,
     PlanImproved,
     Progress,
     Sink,
@@ -343,6 +344,7 @@ class Search:
     def _solve_node(self, node: OrNode) -> Outcome:
         """Runs in a worker thread: cache or agent, then verify and time in the lane."""
         self.attempts[node.id] = self.attempts.get(node.id, 0) + 1
+        self.emit(NodeStarted(node_id=node.id, agent=self.agent.name, attempt=self.attempts[node.id]))
         key = self._cache_key(node)
         entry = self.cache.get(key) if key else None
         stale: list[Candidate] = []

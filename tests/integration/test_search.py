@@ -230,3 +230,35 @@ def test_best_cost_over_time_is_recorded(runs):
     assert run.metrics["time_to_first_plan_s"] <= run.metrics["time_to_final_plan_s"]
     improved = run.of_type("plan_improved")
     assert [e.cost_ms for e in improved] == [c for _, c in curve]
+
+
+# ------------------------------------------------- events for the live view
+
+
+def test_events_carry_what_the_live_view_draws(runs):
+    """The run page builds its tree, node states and charts from events
+    alone: OR nodes carry their reference source and shapes, work on a node
+    is announced before its transcript, and every plan names its items."""
+    run = runs("gpt_stack.py", "default")
+    created = {e.node_id: e for e in run.of_type("node_created")}
+    ors = [e for e in created.values() if e.kind == "or"]
+    assert ors and all(e.reference.startswith("def reference(") for e in ors)
+    assert all(len(e.input_shapes) >= 1 and e.shapes for e in ors)
+    assert all(e.reference == "" for e in created.values() if e.kind == "and")
+
+    started = run.of_type("node_started")
+    assert len(started) >= run.metrics["agent_calls"] > 0
+    position = {id(e): k for k, e in enumerate(run.events)}
+    first_start = {}
+    for e in started:
+        first_start.setdefault(e.node_id, position[id(e)])
+    for message in run.of_type("transcript"):
+        if message.agent == "template":
+            assert first_start[message.node_id] < position[id(message)], message.node_id
+
+    plans = run.of_type("plan_improved")
+    assert plans[0].initial and not any(p.initial for p in plans[1:])
+    for plan in plans:
+        assert len(plan.chosen) == plan.items and set(plan.chosen) <= set(created)
+        assert all(created[node_id].kind == "or" for node_id in plan.chosen)
+    assert plans[-1].chosen == [sp["node_id"] for sp in run.report["subproblems"]]
