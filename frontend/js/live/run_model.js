@@ -1,0 +1,543 @@
+/*
+ * LEGO.RunModel: the run page's state, folded from the run's event log.
+ * Pure data, no DOM. A classic script (not an ES module) so the same file can
+ * be inlined into the self-contained report.html opened from file://.
+ *
+ *   var model = new LEGO.RunModel();
+ *   model.apply({seq: 7, type: "node_created", data: {...}});  // true when applied
+ *   model.applyAll(listOfEvents);
+ *
+ * apply() ignores an event whose seq is <= model.lastSeq, so the duplicates a
+ * reconnecting websocket replays are harmless. An event without seq (a raw
+ * dict from lego_core, {type, ts, ...fields}) gets lastSeq + 1. Every applied
+ * event bumps model.version; every change to a node bumps that node's rev.
+ *
+ * Node states (node.state; node.outcome is the same without the "chosen"
+ * override, e.g. what a chosen node's own result was):
+ *
+ * OR nodes
+ *   pending   created, no work on it yet (also: leaves no agent is asked for)
+ *   running   node_started was seen and its result has not arrived: waiting
+ *             for the cache/agent, or a proposed kernel waits for verification
+ *   verified  some kernel candidate passed verification
+ *   failed    every kernel candidate failed verification (a retry's
+ *             node_started makes the node running again)
+ *   library   the agent answered without a kernel, so the node keeps the
+ *             library (PyTorch eager) implementation. No event says so
+ *             directly; it is inferred when a running node that already got
+ *             transcript messages but no candidate in this attempt sees a
+ *             search `progress` event (the engine emits it once the node's
+ *             work is over), when a node reusing it reports usable=false, when
+ *             a node_reused via cache says usable=false, or when the search or
+ *             the run ends. A candidate arriving later corrects it.
+ *   chosen    the node is in the latest plan_improved's `chosen` list; this
+ *             overrides all of the above.
+ *   Reused nodes (node_reused) are flagged reused (reusedFrom, reusedVia).
+ *   via dedupe: the node follows its source node's outcome (its candidates are
+ *   the source's); via cache: the node's own cached candidate decides.
+ *
+ * AND nodes
+ *   chosen    any of its children (structural, by `parent`) is chosen
+ *   verified  it has children and all of them are verified or chosen
+ *   pending   otherwise (a "combined" mutation AND, which has no children of
+ *             its own, only `shared` ones, stays pending)
+ *
+ * Header: agentCalls = node_started events minus cache hits (node_reused via
+ * cache); tokens = sum of transcript tokens; speedup, costMs, baselineMs and
+ * measured come from the latest plan_improved; done/total from progress
+ * (reset by stage_started to 0/its total).
+ */
+(function () {
+  "use strict";
+  var LEGO = (window.LEGO = window.LEGO || {});
+
+  var SETTLING_STAGES = { compose: true, verify: true };
+
+  function num(v) {
+    return typeof v === "number" && isFinite(v) ? v : null;
+  }
+
+  function list(v) {
+    return Array.isArray(v) ? v : [];
+  }
+
+  function RunModel() {
+    this.lastSeq = 0;
+    this.version = 0;
+    this.nodes = new Map();
+    this.order = [];
+    this.chosen = new Set();
+    this.plan = null; // the latest plan_improved data (chosen in schedule order)
+    this.header = {
+      state: "queued",
+      model: "",
+      dtype: "",
+      device: "",
+      overrides: null,
+      stage: "",
+      startedTs: null,
+      lastTs: null,
+      endedTs: null,
+      agentCalls: 0,
+      tokens: 0,
+      speedup: null,
+      costMs: null,
+      baselineMs: null,
+      measured: false,
+      items: 0,
+      done: 0,
+      total: 0,
+    };
+    this.planHistory = [];
+    this.failure = null;
+    this.finished = null;
+    this._firstTs = null;
+    this._starts = 0;
+    this._cacheHits = 0;
+    this._running = new Set(); // OR node ids in the running state
+    this._followers = new Map(); // source id -> ids of nodes reusing it via dedupe
+    this._orphans = new Map(); // parent id not seen yet -> child ids
+  }
+
+  RunModel.prototype.apply = function (event) {
+    if (!event || typeof event.type !== "string") return false;
+    var seq = typeof event.seq === "number" ? event.seq : this.lastSeq + 1;
+    if (seq <= this.lastSeq) return false;
+    this.lastSeq = seq;
+    var data = event.data && typeof event.data === "object" ? event.data : event;
+    var ts = num(data.ts);
+    if (ts !== null) {
+      this.header.lastTs = ts;
+      if (this._firstTs === null) this._firstTs = ts;
+    }
+    var handler = HANDLERS[event.type];
+    if (handler) handler.call(this, data, ts);
+    this.version++;
+    return true;
+  };
+
+  RunModel.prototype.applyAll = function (events) {
+    var applied = 0;
+    for (var i = 0; i < events.length; i++) if (this.apply(events[i])) applied++;
+    return applied;
+  };
+
+  /* The implementation the plan would use for an OR node: the fastest of its
+     library time and its verified, timed kernels (library on a tie, as
+     lego_core's plan does). Reused (dedupe) nodes use their source's kernels.
+     -> {implementation: "triton"|"library", ms, measured, candidateId} */
+  RunModel.prototype.bestImplementation = function (id) {
+    var n = this.nodes.get(id);
+    if (!n) return { implementation: "library", ms: null, measured: false, candidateId: null };
+    var lib = n.library || (this.sourceOf(n) || {}).library || null;
+    var best = {
+      implementation: "library",
+      ms: lib ? lib.ms : null,
+      measured: lib ? !!lib.measured : false,
+      candidateId: lib ? n.id + "-library" : null,
+    };
+    var cands = this.candidatesOf(n);
+    for (var i = 0; i < cands.length; i++) {
+      var c = cands[i];
+      if (c.implementation === "library" || !c.verification || !c.verification.passed || !c.timing) continue;
+      if (best.ms === null || c.timing.ms < best.ms) {
+        best = { implementation: "triton", ms: c.timing.ms, measured: !!c.timing.measured, candidateId: c.id };
+      }
+    }
+    return best;
+  };
+
+  /* The node a dedupe-reused node follows, or null. */
+  RunModel.prototype.sourceOf = function (n) {
+    if (typeof n === "string") n = this.nodes.get(n);
+    if (!n || !n.reusedFrom || n.reusedFrom === "cache") return null;
+    var src = this.nodes.get(n.reusedFrom);
+    return src && src !== n ? src : null;
+  };
+
+  /* Candidates that decide a node's result: a dedupe-reused node's are its source's. */
+  RunModel.prototype.candidatesOf = function (n) {
+    if (typeof n === "string") n = this.nodes.get(n);
+    if (!n) return [];
+    var src = this.sourceOf(n);
+    return src && !n.candidates.length ? src.candidates : n.candidates;
+  };
+
+  /* The latest plan's items, in schedule order. */
+  RunModel.prototype.chosenItems = function () {
+    var ids = this.plan ? list(this.plan.chosen) : Array.from(this.chosen);
+    var out = [];
+    for (var i = 0; i < ids.length; i++) {
+      var id = ids[i];
+      var n = this.nodes.get(id);
+      var best = this.bestImplementation(id);
+      var lib = n ? n.library || (this.sourceOf(n) || {}).library || null : null;
+      out.push({
+        id: id,
+        label: n ? n.label : id,
+        ops: n ? n.ops.length : 0,
+        opNames: n ? n.ops.slice() : [],
+        baselineMs: lib ? lib.ms : null,
+        chosenMs: best.ms,
+        measured: best.implementation === "library" ? (lib ? !!lib.measured : false) : best.measured,
+        implementation: best.implementation,
+        candidateId: best.candidateId,
+        reused: n ? n.reused : false,
+      });
+    }
+    return out;
+  };
+
+  // ------------------------------------------------------------ internals
+
+  RunModel.prototype._node = function (id) {
+    return id == null ? null : this.nodes.get(String(id)) || null;
+  };
+
+  RunModel.prototype._newNode = function (d) {
+    return {
+      id: String(d.node_id),
+      kind: d.kind === "and" ? "and" : "or",
+      parent: d.parent == null ? null : String(d.parent),
+      label: d.label == null ? "" : String(d.label),
+      signature: d.signature || "",
+      ops: list(d.ops),
+      shapes: list(d.shapes),
+      inputShapes: list(d.input_shapes),
+      reference: d.reference || "",
+      shared: list(d.shared).map(String),
+      children: [],
+      depth: 0,
+      state: "pending",
+      outcome: "pending",
+      reused: !!d.reused,
+      reusedFrom: null,
+      reusedVia: null,
+      usable: null,
+      candidates: [],
+      library: null,
+      transcript: [],
+      attempts: 0,
+      createdTs: num(d.ts),
+      rev: 0,
+      _running: false,
+      _noKernel: false,
+      _attemptTranscripts: 0,
+      _attemptCandidates: 0,
+    };
+  };
+
+  RunModel.prototype._setDepth = function (n, depth) {
+    var stack = [[n, depth]];
+    while (stack.length) {
+      var item = stack.pop();
+      item[0].depth = item[1];
+      for (var i = 0; i < item[0].children.length; i++) {
+        var c = this.nodes.get(item[0].children[i]);
+        if (c) stack.push([c, item[1] + 1]);
+      }
+    }
+  };
+
+  RunModel.prototype._computeOutcome = function (n) {
+    if (n.kind === "and") {
+      var anyChosen = false;
+      var allDone = n.children.length > 0;
+      for (var i = 0; i < n.children.length; i++) {
+        var c = this.nodes.get(n.children[i]);
+        var s = c ? c.state : "pending";
+        if (s === "chosen") anyChosen = true;
+        if (s !== "verified" && s !== "chosen") allDone = false;
+      }
+      return anyChosen ? "chosen" : allDone ? "verified" : "pending";
+    }
+    var src = this.sourceOf(n);
+    if (src && !n.candidates.length && !n._running) return src.outcome;
+    if (n._running) return "running";
+    var kernels = 0;
+    var failed = 0;
+    var waiting = 0;
+    for (var j = 0; j < n.candidates.length; j++) {
+      var cand = n.candidates[j];
+      if (cand.implementation === "library") continue;
+      kernels++;
+      if (!cand.verification) waiting++;
+      else if (cand.verification.passed) return "verified";
+      else failed++;
+    }
+    if (kernels && failed === kernels) return "failed";
+    if (n._noKernel) return "library";
+    if (waiting) return "running";
+    return "pending";
+  };
+
+  /* Recompute a node's state and, when it changes, its dependents' (nodes
+     reusing it, its parent AND). */
+  RunModel.prototype._refresh = function (id) {
+    var stack = [id];
+    var guard = 0;
+    while (stack.length && guard++ < 100000) {
+      var n = this.nodes.get(stack.pop());
+      if (!n) continue;
+      var outcome = this._computeOutcome(n);
+      var state = n.kind === "or" && this.chosen.has(n.id) ? "chosen" : outcome;
+      if (outcome === n.outcome && state === n.state) continue;
+      n.outcome = outcome;
+      n.state = state;
+      n.rev++;
+      if (n.kind === "or") {
+        var followers = this._followers.get(n.id);
+        if (followers) for (var i = 0; i < followers.length; i++) stack.push(followers[i]);
+      }
+      if (n.parent && this.nodes.has(n.parent) && this.nodes.get(n.parent).kind === "and") stack.push(n.parent);
+    }
+  };
+
+  RunModel.prototype._touch = function (n) {
+    n.rev++;
+    this._refresh(n.id);
+  };
+
+  RunModel.prototype._setRunning = function (n, running) {
+    n._running = running;
+    if (running) this._running.add(n.id);
+    else this._running.delete(n.id);
+  };
+
+  /* Running nodes whose work is over without a kernel become "library".
+     all=false: only those that already heard from their agent. */
+  RunModel.prototype._settle = function (all) {
+    var ids = Array.from(this._running);
+    for (var i = 0; i < ids.length; i++) {
+      var n = this.nodes.get(ids[i]);
+      if (!n) continue;
+      if (!all && (n._attemptCandidates > 0 || n._attemptTranscripts === 0)) continue;
+      this._setRunning(n, false);
+      n._noKernel = true; // a kernel that passed or failed still decides the outcome
+      this._touch(n);
+    }
+  };
+
+  RunModel.prototype._candidate = function (n, id, create) {
+    for (var i = 0; i < n.candidates.length; i++) if (n.candidates[i].id === id) return n.candidates[i];
+    if (!create) return null;
+    var c = { id: id, agent: "", implementation: "triton", source: "", verification: null, timing: null };
+    n.candidates.push(c);
+    return c;
+  };
+
+  // --------------------------------------------------------------- events
+
+  var HANDLERS = {
+    run_started: function (d, ts) {
+      var h = this.header;
+      h.state = "running";
+      h.model = d.model || "";
+      h.dtype = d.dtype || "";
+      h.device = d.device || "";
+      h.overrides = d.overrides || null;
+      h.startedTs = ts;
+    },
+
+    stage_started: function (d) {
+      this.header.stage = d.stage || "";
+      this.header.done = 0;
+      this.header.total = num(d.total) || 0;
+      if (SETTLING_STAGES[d.stage]) this._settle(true);
+    },
+
+    progress: function (d) {
+      if (d.stage) this.header.stage = d.stage;
+      this.header.done = num(d.done) || 0;
+      this.header.total = num(d.total) || 0;
+      if (d.stage === "search") this._settle(false);
+    },
+
+    node_created: function (d) {
+      if (d.node_id == null) return;
+      var id = String(d.node_id);
+      var n = this.nodes.get(id);
+      if (n) {
+        // the same node announced again: take the new fields, keep what happened to it
+        var fresh = this._newNode(d);
+        ["kind", "label", "signature", "ops", "shapes", "inputShapes", "reference", "shared"].forEach(function (k) {
+          n[k] = fresh[k];
+        });
+        this._touch(n);
+        return;
+      }
+      n = this._newNode(d);
+      this.nodes.set(id, n);
+      this.order.push(id);
+      var parent = this._node(n.parent);
+      if (parent) {
+        parent.children.push(id);
+        n.depth = parent.depth + 1;
+      } else if (n.parent) {
+        if (!this._orphans.has(n.parent)) this._orphans.set(n.parent, []);
+        this._orphans.get(n.parent).push(id);
+      }
+      var orphans = this._orphans.get(id);
+      if (orphans) {
+        this._orphans.delete(id);
+        for (var i = 0; i < orphans.length; i++) n.children.push(orphans[i]);
+        this._setDepth(n, n.depth);
+      }
+      this._refresh(id);
+      if (parent) this._refresh(parent.id); // an AND with a new pending child is no longer all verified
+    },
+
+    node_reused: function (d) {
+      var n = this._node(d.node_id);
+      if (!n) return;
+      var from = d.reused_from == null ? null : String(d.reused_from);
+      n.reused = true;
+      n.reusedFrom = from;
+      n.reusedVia = d.via || (from === "cache" ? "cache" : "dedupe");
+      n.usable = d.usable !== false;
+      if (n.reusedVia === "cache" || from === "cache") {
+        this._cacheHits++;
+        this.header.agentCalls = Math.max(0, this._starts - this._cacheHits);
+        this._setRunning(n, false);
+        if (!n.usable) n._noKernel = true;
+      } else if (from) {
+        if (!this._followers.has(from)) this._followers.set(from, []);
+        if (this._followers.get(from).indexOf(n.id) < 0) this._followers.get(from).push(n.id);
+        var src = this.nodes.get(from);
+        if (src && !n.usable && src._running && src._attemptCandidates === 0) {
+          this._setRunning(src, false);
+          src._noKernel = true;
+          this._touch(src);
+        }
+      }
+      this._touch(n);
+    },
+
+    node_started: function (d, ts) {
+      var n = this._node(d.node_id);
+      this._starts++;
+      this.header.agentCalls = Math.max(0, this._starts - this._cacheHits);
+      if (!n) return;
+      var attempt = num(d.attempt);
+      n.attempts = attempt !== null ? Math.max(attempt, n.attempts) : n.attempts + 1;
+      n.agent = d.agent || n.agent || "";
+      n.startedTs = ts;
+      n._noKernel = false;
+      n._attemptTranscripts = 0;
+      n._attemptCandidates = 0;
+      this._setRunning(n, true);
+      this._touch(n);
+    },
+
+    candidate_proposed: function (d) {
+      var n = this._node(d.node_id);
+      if (!n || d.candidate_id == null) return;
+      var c = this._candidate(n, String(d.candidate_id), true);
+      c.agent = d.agent || "";
+      c.implementation = d.implementation || "triton";
+      c.source = d.source || "";
+      if (c.implementation === "library") {
+        // the agent answered without a kernel
+        this._setRunning(n, false);
+        n._noKernel = true;
+      } else {
+        n._attemptCandidates++;
+        n._noKernel = false;
+        if (!c.verification) this._setRunning(n, true);
+      }
+      this._touch(n);
+    },
+
+    transcript: function (d, ts) {
+      var tokens = num(d.tokens) || 0;
+      this.header.tokens += tokens;
+      var n = this._node(d.node_id);
+      if (!n) return;
+      n.transcript.push({
+        agent: d.agent || "",
+        role: d.role || "",
+        content: d.content == null ? "" : String(d.content),
+        tokens: tokens,
+        ts: ts,
+      });
+      if (n._running) n._attemptTranscripts++;
+      n.rev++;
+    },
+
+    verification: function (d) {
+      var n = this._node(d.node_id);
+      if (!n || d.candidate_id == null) return;
+      var c = this._candidate(n, String(d.candidate_id), true);
+      c.verification = {
+        passed: !!d.passed,
+        max_abs_error: d.max_abs_error == null ? null : d.max_abs_error,
+        reason: d.reason || "",
+      };
+      var waiting = n.candidates.some(function (x) {
+        return x.implementation !== "library" && !x.verification;
+      });
+      if (!waiting) this._setRunning(n, false);
+      this._touch(n);
+    },
+
+    timing: function (d) {
+      var n = this._node(d.node_id);
+      if (!n || d.candidate_id == null) return;
+      var cid = String(d.candidate_id);
+      if (cid === n.id + "-library" || /-library$/.test(cid)) {
+        n.library = { ms: num(d.ms), measured: !!d.measured };
+      } else {
+        var c = this._candidate(n, cid, true);
+        c.timing = { ms: num(d.ms), measured: !!d.measured, baseline_ms: num(d.baseline_ms) };
+        if (!n.library && num(d.baseline_ms) !== null) n.library = { ms: num(d.baseline_ms), measured: !!d.measured };
+      }
+      n.rev++;
+    },
+
+    plan_improved: function (d, ts) {
+      var h = this.header;
+      h.speedup = num(d.speedup);
+      h.costMs = num(d.cost_ms);
+      h.baselineMs = num(d.baseline_ms);
+      h.measured = !!d.measured;
+      h.items = num(d.items) || list(d.chosen).length;
+      this.plan = d;
+      var origin = h.startedTs !== null ? h.startedTs : this._firstTs;
+      this.planHistory.push({
+        t: ts !== null && origin !== null ? ts - origin : null,
+        speedup: h.speedup,
+        costMs: h.costMs,
+        baselineMs: h.baselineMs,
+        measured: h.measured,
+        initial: !!d.initial,
+      });
+      var next = new Set(list(d.chosen).map(String));
+      var prev = this.chosen;
+      this.chosen = next;
+      var self = this;
+      prev.forEach(function (id) {
+        if (!next.has(id)) self._refresh(id);
+      });
+      next.forEach(function (id) {
+        if (!prev.has(id)) self._refresh(id);
+      });
+    },
+
+    run_finished: function (d, ts) {
+      this.header.state = "finished";
+      this.header.endedTs = ts;
+      this.finished = d;
+      this._settle(true);
+    },
+
+    run_failed: function (d, ts) {
+      this.header.state = "failed";
+      this.header.endedTs = ts;
+      this.failure = d;
+      this._settle(true);
+    },
+  };
+
+  RunModel.STATES = ["pending", "running", "verified", "failed", "library", "chosen"];
+  LEGO.RunModel = RunModel;
+})();
