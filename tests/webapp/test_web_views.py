@@ -63,14 +63,14 @@ def test_run_list_shows_only_own_runs(user_client, make_run, other_user):
 def test_run_page_of_another_user_is_not_found(user_client, make_run, other_user):
     run = make_run(owner=other_user)
     assert user_client.get(reverse("runs:detail", args=[run.id])).status_code == 404
-    assert user_client.get(reverse("runs:api-run", args=[run.id])).status_code == 404
+    assert user_client.get(reverse("api:run", args=[run.id])).status_code == 404
 
 
 def test_active_run_page_polls_its_status(user_client, make_run):
     run = make_run(state="running")
     page = user_client.get(reverse("runs:detail", args=[run.id])).content.decode()
     assert 'data-active="true"' in page
-    assert reverse("runs:api-run", args=[run.id]) in page
+    assert reverse("api:run", args=[run.id]) in page
     assert "run_page.js" in page
 
 
@@ -106,7 +106,7 @@ def test_failed_run_page_shows_message_line_and_source(user_client, make_run, br
 def test_status_endpoint(user_client, make_run):
     run = make_run(state="running")
     RunEvent.objects.create(run=run, seq=1, type="stage_started", data={"type": "stage_started", "stage": "capture"})
-    status = user_client.get(reverse("runs:api-run", args=[run.id])).json()
+    status = user_client.get(reverse("api:run", args=[run.id])).json()
     assert status["state"] == "running" and status["active"] is True
     assert status["last_seq"] == 1 and status["activity"] == "stage capture"
 
@@ -115,7 +115,7 @@ def test_events_endpoint_reads_after_a_sequence_number(user_client, make_run):
     run = make_run(state="running")
     for seq in (1, 2, 3):
         RunEvent.objects.create(run=run, seq=seq, type="progress", data={"type": "progress", "done": seq})
-    url = reverse("runs:api-events", args=[run.id])
+    url = reverse("api:events", args=[run.id])
     assert [e["seq"] for e in user_client.get(url).json()["events"]] == [1, 2, 3]
     assert [e["seq"] for e in user_client.get(url, {"after": 2}).json()["events"]] == [3]
     assert user_client.get(url, {"after": "x"}).status_code == 400

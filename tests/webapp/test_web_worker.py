@@ -37,7 +37,7 @@ def upload(client, name: str, content: bytes, overrides: dict) -> Run:
 
 
 def wait_until_done(wait_for, client, run: Run, log, timeout_s: float) -> dict:
-    url = reverse("runs:api-run", args=[run.id])
+    url = reverse("api:run", args=[run.id])
     return wait_for(lambda: (s := client.get(url).json())["active"] is False and s, timeout_s, f"run {run.id}", log)
 
 

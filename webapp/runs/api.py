@@ -1,0 +1,371 @@
+"""The JSON API for scripts (``/api/``, namespace ``api``): post a model, poll
+its run, read its events, download its output.  Documented in ``docs/API.md``.
+
+Django REST framework does the HTTP side: token (``Authorization: Token
+<key>``, no CSRF) or session authentication, 401/404 as JSON.  Uploads are
+validated by the page's own ``RunForm``, so the API accepts exactly what the
+page accepts; its errors come back as ``{"errors": {field: [messages]}}``.
+
+Also here: the "API token" page, where a logged-in user sees, creates or
+regenerates the token scripts send.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.db import transaction
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_http_methods
+from rest_framework import exceptions, serializers, status
+from rest_framework.authtoken.models import Token
+from rest_framework.negotiation import BaseContentNegotiation
+from rest_framework.response import Response
+from rest_framework.views import APIView, exception_handler
+
+from lego_core import ProblemError, parse_overrides
+from webapp.runs import downloads, presenters
+from webapp.runs.forms import RunForm, split_overrides
+from webapp.runs.models import Run
+from webapp.runs.tasks import optimize_run
+
+MAX_EVENTS = 1000  # the most events one events request returns
+
+AUTH_HINT = (
+    "Send the header 'Authorization: Token <key>'. Get your key on the API token page "
+    "(/api/token/ when logged in) or with 'python manage.py create_api_token <username>'"
+)
+
+
+# --- errors ------------------------------------------------------------------
+
+
+def api_exception_handler(exc, context):
+    """DRF's handler, plus how to authenticate on a 401."""
+    response = exception_handler(exc, context)
+    if response is not None and isinstance(exc, (exceptions.NotAuthenticated, exceptions.AuthenticationFailed)):
+        response.data = {"detail": str(exc.detail), "hint": AUTH_HINT}
+    return response
+
+
+def bad_request(errors: dict[str, list[str]]) -> Response:
+    """400 with ``{"errors": {field: [messages]}}``."""
+    return Response({"errors": errors}, status=status.HTTP_400_BAD_REQUEST)
+
+
+class RunAPIView(APIView):
+    """Base of the run endpoints: the owner's runs only (others' are 404)."""
+
+    def get_exception_handler(self):
+        """``api_exception_handler``: DRF's, with a hint on 401."""
+        return api_exception_handler
+
+    def get_run(self, run_id) -> Run:
+        """The request user's run ``run_id``; 404 for a missing run or someone else's."""
+        run = Run.objects.filter(pk=run_id, owner=self.request.user).first()
+        if run is None:
+            raise exceptions.NotFound(f"You have no run {run_id} (no such run, or it is someone else's).")
+        return run
+
+
+class AnyAccept(BaseContentNegotiation):
+    """File responses ignore the client's ``Accept`` header (a script asking
+    for ``application/zip`` gets the zip, not a 406); errors stay JSON."""
+
+    def select_parser(self, request, parsers):
+        """The first parser (these views read no body)."""
+        return parsers[0]
+
+    def select_renderer(self, request, renderers, format_suffix=None):
+        """JSON, for error bodies, whatever ``Accept`` says."""
+        return renderers[0], renderers[0].media_type
+
+
+# --- shapes ------------------------------------------------------------------
+
+
+def run_urls(request, run: Run) -> dict[str, str]:
+    """Absolute URLs of a run: its JSON, events, zip, report.html and page."""
+    def absolute(name: str) -> str:
+        return request.build_absolute_uri(reverse(name, args=[run.id]))
+
+    return {
+        "self": absolute("api:run"),
+        "events": absolute("api:events"),
+        "download": absolute("api:download"),
+        "report_html": absolute("api:report-html"),
+        "page": absolute("runs:detail"),
+    }
+
+
+def run_speedup(run: Run) -> float | None:
+    """The chosen plan's speedup over the baseline (report.json ``plan.speedup``)."""
+    return ((run.report or {}).get("plan") or {}).get("speedup")
+
+
+def run_json(request, run: Run) -> dict[str, Any]:
+    """What ``GET /api/runs/<id>/`` returns: the page's status (state, active,
+    elapsed_s, last_seq, activity, error_message, error_line), the run's
+    options and times, the report (report.json) once finished, and URLs."""
+    return {
+        **presenters.run_status(run),
+        "model": run.original_filename,
+        "overrides": run.overrides,
+        "dtype": run.dtype,
+        "device": run.device,
+        "created": run.created_at,
+        "started": run.started_at,
+        "finished": run.finished_at,
+        "speedup": run_speedup(run),
+        "report": run.report if run.state == Run.State.FINISHED else None,
+        "urls": run_urls(request, run),
+    }
+
+
+class RunSummarySerializer(serializers.ModelSerializer):
+    """One row of ``GET /api/runs/``."""
+
+    model = serializers.CharField(source="original_filename")
+    created = serializers.DateTimeField(source="created_at")
+    speedup = serializers.SerializerMethodField()
+    elapsed_s = serializers.SerializerMethodField()
+    url = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Run
+        fields = ["id", "model", "state", "speedup", "created", "elapsed_s", "url"]
+
+    def get_speedup(self, run: Run) -> float | None:
+        """``plan.speedup`` of the report; None until the run finished."""
+        return run_speedup(run)
+
+    def get_elapsed_s(self, run: Run) -> float:
+        """Seconds the run took (or has taken so far), to 0.1 s."""
+        return round(run.elapsed_s, 1)
+
+    def get_url(self, run: Run) -> str:
+        """The run's absolute ``api:run`` URL."""
+        return self.context["request"].build_absolute_uri(reverse("api:run", args=[run.id]))
+
+
+class EventsQuerySerializer(serializers.Serializer):
+    """``?after=<seq>&limit=<n>`` of the events endpoint."""
+
+    after = serializers.IntegerField(min_value=0, default=0, error_messages={
+        key: "after must be a whole number >= 0: the seq of the last event you already have (0 for all)."
+        for key in ("invalid", "min_value", "max_string_length")
+    })
+    limit = serializers.IntegerField(min_value=1, max_value=MAX_EVENTS, default=MAX_EVENTS, error_messages={
+        key: f"limit must be a whole number from 1 to {MAX_EVENTS} (the default)."
+        for key in ("invalid", "min_value", "max_value", "max_string_length")
+    })
+
+
+# --- uploads -----------------------------------------------------------------
+
+
+class OverridesError(ValueError):
+    """The ``overrides`` field cannot be read (bad JSON, a value that is no number)."""
+
+
+def overrides_text(value: Any) -> str:
+    """The ``overrides`` field as the form's ``name=value`` text: text passes
+    through; a JSON object (sent as JSON, or as text starting with ``{``)
+    becomes one ``name=value`` line per entry."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        if not value.strip().startswith(("{", "[")):
+            return value
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise OverridesError(
+                f"overrides is not valid JSON ({exc.msg} at character {exc.pos}). "
+                'Send a JSON object like {"batch_size": 2} or text like "batch_size=2, d_model=64".'
+            ) from None
+    if not isinstance(value, dict):
+        raise OverridesError('overrides must be a JSON object like {"batch_size": 2} or text like "batch_size=2".')
+    lines = []
+    for name, item in value.items():
+        if not str(name).isidentifier():
+            raise OverridesError(f"override name {name!r} is not a Python identifier. Use the constant's name, e.g. batch_size.")
+        if isinstance(item, bool):
+            item = "true" if item else "false"
+        elif not isinstance(item, (int, float, str)):
+            raise OverridesError(f"override {name}={json.dumps(item)} is not a number. Give {name} an integer, a float or true/false.")
+        lines.append(f"{name}={item}")
+    return "\n".join(lines)
+
+
+def form_errors(form: RunForm, overrides: str) -> dict[str, list[str]]:
+    """The form's errors with the API's field names (``upload`` -> ``model``)
+    and, where the form only says what is wrong, how to fix it."""
+    errors: dict[str, list[str]] = {}
+    for field, items in form.errors.get_json_data().items():
+        messages = []
+        for item in items:
+            message, code = item["message"], item["code"]
+            if field == "upload" and code == "required":
+                message = "No model file. Send the .py file as the multipart field 'model', e.g. curl -F model=@my_model.py."
+            elif field in ("dtype", "device") and code == "invalid_choice":
+                choices = ", ".join(value for value, _ in Run._meta.get_field(field).choices)
+                message = f"{message} Use one of: {choices}."
+            elif field == "overrides":
+                message = overrides_message(overrides, message)
+            messages.append(message)
+        key = {"upload": "model", "__all__": "non_field_errors"}.get(field, field)
+        errors[key] = messages
+    return errors
+
+
+def overrides_message(text: str, message: str) -> str:
+    """The override error with lego_core's hint on how to fix it."""
+    try:
+        parse_overrides(split_overrides(text))
+    except ProblemError as exc:
+        if exc.hint:
+            return f"{exc.message} {exc.hint[:1].upper()}{exc.hint[1:]}"
+    return message
+
+
+def create_run(request) -> tuple[Run | None, dict[str, list[str]]]:
+    """Validate an upload like the page does and, when it is valid, save the
+    run and queue it once the transaction commits.  Returns ``(run, {})`` or
+    ``(None, errors)``."""
+    data = request.data
+    upload = request.FILES.get("model")
+    if upload is None and isinstance(data.get("model"), str) and data.get("model"):
+        return None, {"model": [
+            "model was sent as text, not as a file. Send the file itself: curl -F model=@path/to/model.py "
+            "(note the @)."
+        ]}
+    try:
+        overrides = overrides_text(data.get("overrides"))
+    except OverridesError as exc:
+        return None, {"overrides": [str(exc)]}
+    fields = {
+        "overrides": overrides,
+        "dtype": data.get("dtype") or "fp32",
+        "device": data.get("device") or "cpu",
+    }
+    form = RunForm(fields, {"upload": upload} if upload is not None else {})
+    if not form.is_valid():
+        return None, form_errors(form, overrides)
+    run = form.save(commit=False)
+    run.owner = request.user
+    run.original_filename = Path(form.cleaned_data["upload"].name).name
+    run.save()
+    transaction.on_commit(lambda: optimize_run.delay(str(run.id)))
+    return run, {}
+
+
+# --- endpoints ---------------------------------------------------------------
+
+
+class RunListCreate(RunAPIView):
+    """``GET /api/runs/`` the user's runs (``?state=`` keeps one state);
+    ``POST /api/runs/`` starts a run from a multipart upload."""
+
+    def get(self, request):
+        """``{"count", "runs": [{id, model, state, speedup, created, elapsed_s, url}]}``, newest first."""
+        runs = Run.objects.filter(owner=request.user)
+        wanted = request.query_params.get("state", "")
+        if wanted:
+            if wanted not in Run.State.values:
+                return bad_request({"state": [f"unknown state {wanted!r}. Use one of: {', '.join(Run.State.values)}."]})
+            runs = runs.filter(state=wanted)
+        rows = RunSummarySerializer(runs, many=True, context={"request": request}).data
+        return Response({"count": len(rows), "runs": rows})
+
+    def post(self, request):
+        """201 with the new run's JSON (``Location``: its URL), or 400 with the errors."""
+        run, errors = create_run(request)
+        if run is None:
+            return bad_request(errors)
+        body = run_json(request, run)
+        return Response(body, status=status.HTTP_201_CREATED, headers={"Location": body["urls"]["self"]})
+
+
+class RunDetail(RunAPIView):
+    """``GET /api/runs/<id>/``: state, elapsed time, last event, error, report."""
+
+    def get(self, request, run_id):
+        """The run's JSON (``run_json``)."""
+        return Response(run_json(request, self.get_run(run_id)))
+
+
+class RunEvents(RunAPIView):
+    """``GET /api/runs/<id>/events/?after=<seq>&limit=<n>``: stored events
+    with ``seq > after``, oldest first, at most ``limit`` (≤ 1000)."""
+
+    def get(self, request, run_id):
+        """``{"state", "events": [{seq, type, data}], "last_seq", "more"}``:
+        ``last_seq`` is the last returned event's seq (``after`` when none),
+        the next request's ``after``; ``more`` says whether more are stored."""
+        run = self.get_run(run_id)
+        query = EventsQuerySerializer(data=request.query_params)
+        if not query.is_valid():
+            return bad_request({field: [str(m) for m in messages] for field, messages in query.errors.items()})
+        after, limit = query.validated_data["after"], query.validated_data["limit"]
+        state = run.state  # read before the events: a run that ended has all its events stored
+        events = list(run.events.filter(seq__gt=after).order_by("seq")[: limit + 1])
+        more = len(events) > limit
+        events = events[:limit]
+        return Response({
+            "state": state,
+            "events": [presenters.event_json(e) for e in events],
+            "last_seq": events[-1].seq if events else after,
+            "more": more,
+        })
+
+
+class RunDownload(RunAPIView):
+    """``GET /api/runs/<id>/download.zip``: the finished run's output folder."""
+
+    content_negotiation_class = AnyAccept
+
+    def get(self, request, run_id):
+        """The zip (404 until the run has finished)."""
+        return downloads.zip_response(self.get_run(run_id))
+
+
+class RunReportHtml(RunAPIView):
+    """``GET /api/runs/<id>/report.html``: the finished run's self-contained report."""
+
+    content_negotiation_class = AnyAccept
+
+    def get(self, request, run_id):
+        """report.html as an attachment (404 until the run has finished)."""
+        return downloads.report_html_response(self.get_run(run_id))
+
+
+# --- the API token page --------------------------------------------------------
+
+
+def regenerate_token(user) -> Token:
+    """Replace the user's token with a new one (the old key stops working)."""
+    Token.objects.filter(user=user).delete()
+    return Token.objects.create(user=user)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def api_token_page(request):
+    """Show the user's API token; POST ``action=create`` makes one,
+    ``action=regenerate`` replaces it."""
+    if request.method == "POST":
+        if request.POST.get("action") == "regenerate":
+            regenerate_token(request.user)
+        else:
+            Token.objects.get_or_create(user=request.user)
+        return redirect("api:token")
+    token = Token.objects.filter(user=request.user).first()
+    context = {
+        "token": token,
+        "api_root": request.build_absolute_uri(reverse("api:runs")),
+    }
+    return render(request, "runs/api_token.html", context)
