@@ -37,7 +37,7 @@ def api(token):
 def queued(monkeypatch):
     """Run ids the API sent to the run queue (instead of sending them)."""
     sent = []
-    monkeypatch.setattr("webapp.runs.api.optimize_run.delay", lambda run_id: sent.append(run_id))
+    monkeypatch.setattr("webapp.runs.tasks.optimize_run.delay", lambda run_id: sent.append(run_id))
     return sent
 
 

@@ -34,7 +34,7 @@ def test_upload_creates_a_queued_run_and_enqueues_it_after_commit(
     user_client, user, good_model, django_capture_on_commit_callbacks, monkeypatch
 ):
     sent = []
-    monkeypatch.setattr("webapp.runs.views.optimize_run.delay", lambda run_id: sent.append(run_id))
+    monkeypatch.setattr("webapp.runs.tasks.optimize_run.delay", lambda run_id: sent.append(run_id))
     with django_capture_on_commit_callbacks(execute=True):
         response = upload(user_client, good_model, overrides="rows=2, d_in=4")
     run = Run.objects.get()

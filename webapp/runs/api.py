@@ -12,11 +12,9 @@ regenerates the token scripts send.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
-from django.db import transaction
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods
@@ -30,7 +28,6 @@ from lego_core import ProblemError, parse_overrides
 from webapp.runs import downloads, presenters
 from webapp.runs.forms import RunForm, split_overrides
 from webapp.runs.models import Run
-from webapp.runs.tasks import optimize_run
 
 MAX_EVENTS = 1000  # the most events one events request returns
 
@@ -255,12 +252,7 @@ def create_run(request) -> tuple[Run | None, dict[str, list[str]]]:
     form = RunForm(fields, {"upload": upload} if upload is not None else {})
     if not form.is_valid():
         return None, form_errors(form, overrides)
-    run = form.save(commit=False)
-    run.owner = request.user
-    run.original_filename = Path(form.cleaned_data["upload"].name).name
-    run.save()
-    transaction.on_commit(lambda: optimize_run.delay(str(run.id)))
-    return run, {}
+    return form.submit(request.user), {}
 
 
 # --- endpoints ---------------------------------------------------------------

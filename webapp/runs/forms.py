@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from django import forms
 from django.conf import settings
@@ -46,3 +47,17 @@ class RunForm(forms.ModelForm):
             return parse_overrides(split_overrides(self.cleaned_data["overrides"]))
         except ProblemError as exc:
             raise forms.ValidationError(exc.message) from None
+
+    def submit(self, owner) -> Run:
+        """Save the valid form as ``owner``'s run and queue its optimization
+        once the transaction commits (the page and the JSON API both use it)."""
+        from django.db import transaction
+
+        from webapp.runs.tasks import optimize_run
+
+        run = self.save(commit=False)
+        run.owner = owner
+        run.original_filename = Path(self.cleaned_data["upload"].name).name
+        run.save()
+        transaction.on_commit(lambda: optimize_run.delay(str(run.id)))
+        return run

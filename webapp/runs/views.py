@@ -2,17 +2,14 @@
 the JSON API: ``api.py``)."""
 from __future__ import annotations
 
-from pathlib import Path
 
 from django.contrib.auth.decorators import login_required
-from django.db import transaction
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET
 
 from webapp.runs import downloads, presenters
 from webapp.runs.forms import RunForm
 from webapp.runs.models import Run
-from webapp.runs.tasks import optimize_run
 
 
 def own_run(request, run_id) -> Run:
@@ -45,11 +42,7 @@ def run_list(request):
 def run_new(request):
     form = RunForm(request.POST or None, request.FILES or None)
     if request.method == "POST" and form.is_valid():
-        run = form.save(commit=False)
-        run.owner = request.user
-        run.original_filename = Path(form.cleaned_data["upload"].name).name
-        run.save()
-        transaction.on_commit(lambda: optimize_run.delay(str(run.id)))
+        run = form.submit(request.user)
         return redirect("runs:detail", run_id=run.id)
     return render(request, "runs/new.html", {"form": form})
 
