@@ -126,9 +126,14 @@ def execute(run: Run) -> None:
 
 
 def finish(run: Run, report: dict) -> None:
+    """Save the run as finished with its report; report.html is written into
+    the output folder first, so the zip of a finished run always holds it."""
+    from webapp.runs import report_html
+
     run.state = Run.State.FINISHED
     run.report = jsonable(report)
     run.finished_at = timezone.now()
+    report_html.write_report_html(run)  # into the output folder (so the zip has it) before the run shows finished
     run.save(update_fields=["state", "report", "finished_at"])
 
 

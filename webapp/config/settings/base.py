@@ -28,6 +28,7 @@ Environment variables:
 """
 from __future__ import annotations
 
+import importlib.util
 import os
 from pathlib import Path
 
@@ -127,6 +128,10 @@ USE_TZ = True
 # --- files -------------------------------------------------------------------
 STATIC_URL = "/static/"
 STATICFILES_DIRS = [BASE_DIR / "frontend"]
+# plotly.min.js from the plotly package (no CDN): {% static 'plotly/plotly.min.js' %}
+_PLOTLY_SPEC = importlib.util.find_spec("plotly")
+if _PLOTLY_SPEC is not None and _PLOTLY_SPEC.submodule_search_locations:
+    STATICFILES_DIRS.append(("plotly", str(Path(_PLOTLY_SPEC.submodule_search_locations[0]) / "package_data")))
 STATIC_ROOT = Path(env("DJANGO_STATIC_ROOT", str(VAR_DIR / "static")))  # collectstatic output
 # Uploads and run outputs. Never served as plain media: downloads go through
 # the owner-checked zip view.

@@ -1,0 +1,124 @@
+// LEGO.Header: the run page's summary numbers, kept up to date from a
+// LEGO.RunModel: state (#run-state), elapsed time (#run-elapsed, ticking
+// while the run is active), stage and progress (#run-stage), agent calls
+// (#run-agent-calls), tokens (#run-tokens) and the best plan's speedup
+// with measured/estimated (#run-speedup-live).
+(function () {
+  "use strict";
+  const LEGO = (window.LEGO = window.LEGO || {});
+
+  const ACTIVE = new Set(["queued", "running"]);
+  const RANK = { queued: 1, running: 2, finished: 3, failed: 3 };
+
+  function formatDuration(seconds) {
+    const s = Math.max(0, Math.floor(seconds || 0));
+    const minutes = Math.floor(s / 60);
+    return minutes ? `${minutes} min ${s % 60} s` : `${s} s`;
+  }
+
+  function formatCount(n) {
+    return typeof n === "number" && isFinite(n) ? n.toLocaleString("en-US") : "—";
+  }
+
+  function formatSpeedup(x) {
+    return typeof x === "number" && isFinite(x) ? `${x.toFixed(2)}×` : "—";
+  }
+
+  class Header {
+    // options: {state, elapsedS, active, root (document)}
+    constructor(model, options = {}) {
+      this.model = model;
+      this.root = options.root || document;
+      this.state = options.state || (model && model.header && model.header.state) || "";
+      this.elapsedS = options.elapsedS || 0;
+      this.since = performance.now();
+      this.active = options.active !== undefined ? !!options.active : ACTIVE.has(this.state);
+      this.timer = null;
+      if (this.active) this.timer = setInterval(() => this.renderElapsed(), 250);
+      this.renderElapsed();
+    }
+
+    el(id) {
+      return this.root.getElementById ? this.root.getElementById(id) : this.root.querySelector(`#${id}`);
+    }
+
+    elapsed() {
+      if (this.active) return this.elapsedS + (performance.now() - this.since) / 1000;
+      const h = (this.model && this.model.header) || {};
+      // no server time (a report of a run without one): the events' own span
+      if (!this.elapsedS && typeof h.startedTs === "number" && typeof h.endedTs === "number") {
+        return Math.max(0, h.endedTs - h.startedTs);
+      }
+      return this.elapsedS;
+    }
+
+    renderElapsed() {
+      const el = this.el("run-elapsed");
+      if (!el) return;
+      const seconds = this.elapsed();
+      el.textContent = formatDuration(seconds);
+      el.dataset.seconds = seconds.toFixed(1);
+    }
+
+    // The run's state from the stream (or the model); ends the ticking once
+    // the run is no longer active.
+    setState(state) {
+      if (!state) return;
+      this.state = state;
+      const el = this.el("run-state");
+      if (el) {
+        el.textContent = state;
+        el.className = `state state-${state}`;
+      }
+      if (!ACTIVE.has(state) && this.active) {
+        this.elapsedS = this.elapsed();
+        this.active = false;
+        clearInterval(this.timer);
+        this.timer = null;
+        this.renderElapsed();
+      }
+    }
+
+    update() {
+      const h = (this.model && this.model.header) || {};
+      // the events only move the state forward (queued -> running -> finished/failed)
+      if (h.state && (RANK[h.state] || 0) > (RANK[this.state] || 0)) this.setState(h.state);
+      const set = (id, text) => {
+        const el = this.el(id);
+        if (el && el.textContent !== text) el.textContent = text;
+      };
+      set("run-agent-calls", formatCount(h.agentCalls));
+      set("run-tokens", formatCount(h.tokens));
+      let stage = h.stage || (ACTIVE.has(this.state) ? (this.state === "queued" ? "waiting for a worker" : "starting") : "—");
+      if (h.stage && h.total) stage += ` ${h.done || 0}/${h.total}`;
+      if (this.model && this.model.finished) stage = "done";
+      if (this.model && this.model.failure) stage = "failed";
+      set("run-stage", stage);
+      const speedupEl = this.el("run-speedup-live");
+      if (speedupEl) {
+        const has = typeof h.speedup === "number" && isFinite(h.speedup);
+        speedupEl.querySelector(".value").textContent = formatSpeedup(h.speedup);
+        const kind = speedupEl.querySelector(".kind");
+        kind.textContent = has ? (h.measured ? "measured" : "estimated") : "";
+        speedupEl.dataset.speedup = has ? String(h.speedup) : "";
+        const detail = speedupEl.querySelector(".detail");
+        if (detail) {
+          detail.textContent =
+            has && typeof h.costMs === "number" && typeof h.baselineMs === "number"
+              ? ` (${LEGO.Header.sig(h.costMs)} ms vs ${LEGO.Header.sig(h.baselineMs)} ms)`
+              : "";
+        }
+      }
+      this.renderElapsed();
+    }
+  }
+
+  // Three significant digits, like the server's |sig filter.
+  Header.sig = function (x) {
+    if (typeof x !== "number" || !isFinite(x)) return "—";
+    return Number(x.toPrecision(3)).toString();
+  };
+  Header.formatDuration = formatDuration;
+
+  LEGO.Header = Header;
+})();

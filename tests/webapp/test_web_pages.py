@@ -1,0 +1,451 @@
+"""The run page (owner and shared), share links, the runs list filter and
+the self-contained report.html (rendered, written at finish, zipped, and
+opened from file:// in headless Chromium)."""
+from __future__ import annotations
+
+import html
+import io
+import json
+import os
+import re
+import zipfile
+from pathlib import Path
+
+import pytest
+from django.contrib.staticfiles import finders
+from django.test import Client
+from django.urls import reverse
+
+from webapp.runs import execution, report_html
+from webapp.runs.models import Run, RunEvent
+
+pytestmark = pytest.mark.django_db
+
+REPO = Path(__file__).resolve().parents[2]
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-background-networking", "--disable-gpu"]
+PLOTLY_URL = "/static/plotly/plotly.min.js"
+LIVE_IDS = ["run-state", "run-elapsed", "run-agent-calls", "run-tokens", "run-speedup-live", "tree-view",
+            "node-panel", "speedup-chart", "subproblem-chart", "stream-status"]
+# a kernel source and a transcript line that try to end the inline JSON early
+HOSTILE = '</script><script>window.PWNED = 1</script><!-- </SCRIPT >'
+
+
+def page_of(response) -> str:
+    assert response.status_code == 200, response.status_code
+    return response.content.decode()
+
+
+def json_script(page: str, element_id: str):
+    """The JSON inside ``<script type="application/json" id=...>``, parsed."""
+    match = re.search(rf'<script id="{element_id}" type="application/json">(.*?)</script>', page, re.S)
+    assert match, f"no #{element_id} JSON in the page"
+    return json.loads(match.group(1))
+
+
+def sample_events(n_leaves: int = 3) -> list[dict]:
+    """A small run's events (as lego_core sends them): a root OR node, one
+    AND decomposition with ``n_leaves`` OR leaves, an agent that writes a
+    kernel for the first leaf, two plans.  ``1 + 1 + n_leaves`` nodes."""
+    t0 = 1_700_000_000.0
+    leaves = [f"or{i:03d}" for i in range(2, 2 + n_leaves)]
+    events = [
+        {"type": "run_started", "ts": t0, "model": "scores.py", "overrides": {"rows": 16}, "dtype": "fp32", "device": "cpu"},
+        {"type": "stage_started", "ts": t0 + 0.1, "stage": "construct", "total": 0},
+        {"type": "node_created", "ts": t0 + 0.2, "node_id": "or000", "kind": "or", "parent": None, "label": "Model",
+         "signature": "s0", "ops": ["aten.addmm.default", "aten._softmax.default"], "shapes": [[16, 30]],
+         "reused": False, "shared": [], "input_shapes": [[16, 40]], "reference": "def reference(x):\n    return x\n"},
+        {"type": "node_created", "ts": t0 + 0.3, "node_id": "and001", "kind": "and", "parent": "or000", "label": "Model",
+         "signature": "", "ops": [], "shapes": [], "reused": False, "shared": []},
+    ]
+    for i, leaf in enumerate(leaves):
+        events.append({"type": "node_created", "ts": t0 + 0.4 + i / 100, "node_id": leaf, "kind": "or", "parent": "and001",
+                       "label": f"leaf {i}", "signature": f"s{i + 1}", "ops": ["aten.relu.default"], "shapes": [[16, 30]],
+                       "reused": False, "shared": [], "input_shapes": [[16, 30]], "reference": "def reference(x):\n    return x\n"})
+        events.append({"type": "timing", "ts": t0 + 0.5 + i / 100, "node_id": leaf, "candidate_id": f"{leaf}-library",
+                       "ms": 0.01 * (i + 1), "measured": False, "baseline_ms": None})
+    first = leaves[0]
+    events += [
+        {"type": "stage_started", "ts": t0 + 1.0, "stage": "search", "total": n_leaves},
+        {"type": "plan_improved", "ts": t0 + 1.1, "cost_ms": 0.06, "baseline_ms": 0.06, "speedup": 1.0, "measured": False,
+         "items": n_leaves, "chosen": leaves, "initial": True},
+        {"type": "node_started", "ts": t0 + 1.2, "node_id": first, "agent": "template", "attempt": 1},
+        {"type": "transcript", "ts": t0 + 1.3, "node_id": first, "agent": "template", "role": "user", "content": HOSTILE, "tokens": 7},
+        {"type": "candidate_proposed", "ts": t0 + 1.4, "node_id": first, "candidate_id": f"{first}-template-1",
+         "agent": "template", "implementation": "triton", "source": f"# kernel\n# {HOSTILE}\n"},
+        {"type": "verification", "ts": t0 + 1.5, "node_id": first, "candidate_id": f"{first}-template-1", "passed": True,
+         "max_abs_error": 2.4e-07, "reason": "matched"},
+        {"type": "timing", "ts": t0 + 1.6, "node_id": first, "candidate_id": f"{first}-template-1", "ms": 0.002,
+         "measured": False, "baseline_ms": 0.01},
+        {"type": "progress", "ts": t0 + 1.7, "stage": "search", "done": 1, "total": n_leaves, "message": ""},
+        {"type": "plan_improved", "ts": t0 + 2.5, "cost_ms": 0.052, "baseline_ms": 0.06, "speedup": 1.154, "measured": False,
+         "items": n_leaves, "chosen": leaves, "initial": False},
+        {"type": "run_finished", "ts": t0 + 3.0, "out_dir": "/tmp/out", "summary": {"speedup": 1.154}},
+    ]
+    return events
+
+
+def store_events(run: Run, events: list[dict]) -> None:
+    RunEvent.objects.bulk_create(
+        [RunEvent(run=run, seq=i, type=e["type"], data=e) for i, e in enumerate(events, start=1)]
+    )
+
+
+def output_folder(run: Run, report: dict) -> Path:
+    out = run.output_path
+    (out / "kernels").mkdir(parents=True)
+    (out / "optimized_model.py").write_text("# optimized\n")
+    (out / "kernels" / "sp1.py").write_text("# kernel\n")
+    (out / "report.json").write_text(json.dumps(report))
+    return out
+
+
+# --- the run page --------------------------------------------------------------
+
+
+def test_static_finder_serves_plotly_from_the_plotly_package():
+    found = finders.find("plotly/plotly.min.js")
+    assert found and Path(found).stat().st_size > 1_000_000
+    assert Path(found).parent.name == "package_data"
+
+
+def test_owner_page_of_an_active_run_has_live_json_controls_and_local_plotly(user_client, make_run):
+    run = make_run(state="running")
+    page = page_of(user_client.get(reverse("runs:detail", args=[run.id])))
+    live = json_script(page, "run-live")
+    assert live == {"run_id": str(run.id), "ws_path": f"/ws/runs/{run.id}/events/", "share_token": "",
+                    "state": "running", "active": True}
+    for element_id in LIVE_IDS:
+        assert f'id="{element_id}"' in page, element_id
+    assert f'<script src="{PLOTLY_URL}"' in page
+    assert "src=\"http" not in page and "cdn" not in page.lower()
+    for script in ("run_model.js", "tree_view.js", "node_panel.js", "event_stream.js", "charts.js", "header.js", "run_page.js"):
+        assert f"/static/js/live/{script}" in page
+    # owner controls: a csrf-protected Share form; no download before the run finished
+    assert 'id="share-create"' in page and reverse("runs:share-create", args=[run.id]) in page
+    assert "csrfmiddlewaretoken" in page
+    assert 'id="share-url"' not in page and 'id="share-revoke"' not in page
+    assert 'id="download"' not in page and 'id="report-html"' not in page
+    assert 'data-active="true"' in page  # test_browser_upload waits for data-active="false"
+
+
+def test_owner_page_of_a_finished_run_links_zip_and_report_and_keeps_the_plan(user_client, make_run, sample_report):
+    run = make_run(state="finished", report=sample_report)
+    page = page_of(user_client.get(reverse("runs:detail", args=[run.id])))
+    assert f'href="{reverse("runs:download", args=[run.id])}" id="download"' in page
+    assert f'href="{reverse("runs:report-html", args=[run.id])}" id="report-html"' in page
+    assert json_script(page, "run-live")["active"] is False
+    assert json_script(page, "run-report")["plan"]["speedup"] == 2.16
+    assert 'id="plan-table"' in page and "softmax chain" in page
+    assert 'id="run-speedup-live"' in page and "2.16×" in page
+
+
+def test_shared_page_is_read_only_and_works_logged_out(client, make_run, sample_report):
+    run = make_run(state="finished", report=sample_report)
+    token = run.create_share_token()
+    page = page_of(client.get(reverse("runs:shared", args=[token])))
+    assert json_script(page, "run-live")["share_token"] == token
+    for element_id in LIVE_IDS + ["plan-table", "run-summary"]:
+        assert f'id="{element_id}"' in page, element_id
+    # the same views, no controls at all
+    for control in ('id="share-create"', 'id="share-revoke"', 'id="share-url"', "csrfmiddlewaretoken", "<form",
+                    "New run", "Log out", "/api/"):
+        assert control not in page, control
+    # read-only downloads through the token
+    assert reverse("runs:shared-download", args=[token]) in page
+    assert reverse("runs:shared-report-html", args=[token]) in page
+    assert reverse("runs:download", args=[run.id]) not in page
+
+
+def test_share_create_replace_and_revoke(user_client, make_run, other_user):
+    client = Client()  # user_client is pytest-django's `client`: this one is someone else
+    run = make_run(state="running")
+    detail = reverse("runs:detail", args=[run.id])
+    create = reverse("runs:share-create", args=[run.id])
+    assert user_client.get(create).status_code == 405  # POST only
+
+    assert user_client.post(create)["Location"] == detail
+    run.refresh_from_db()
+    first = run.share_token
+    assert len(first) >= 43 and re.fullmatch(r"[A-Za-z0-9_-]+", first)
+    page = page_of(user_client.get(detail))
+    shared_url = f"http://testserver{reverse('runs:shared', args=[first])}"
+    assert f'id="share-url" value="{shared_url}" readonly' in page
+    assert 'id="share-revoke"' in page and 'id="share-copy"' in page and 'id="share-create"' not in page
+    assert client.get(shared_url).status_code == 200  # anyone with the link
+
+    user_client.post(create)  # a new link replaces the old one
+    run.refresh_from_db()
+    assert run.share_token != first and len(run.share_token) >= 43
+    assert client.get(reverse("runs:shared", args=[first])).status_code == 404
+    second = run.share_token
+
+    client.force_login(other_user)  # someone else can neither share nor revoke it
+    assert client.post(reverse("runs:share-revoke", args=[run.id])).status_code == 404
+    assert client.post(create).status_code == 404
+    client.logout()
+
+    assert user_client.post(reverse("runs:share-revoke", args=[run.id]))["Location"] == detail
+    run.refresh_from_db()
+    assert run.share_token == ""
+    assert client.get(reverse("runs:shared", args=[second])).status_code == 404
+    assert client.get(reverse("runs:shared-report-html", args=[second])).status_code == 404
+    page = page_of(user_client.get(detail))
+    assert 'id="share-create"' in page and 'id="share-url"' not in page
+
+
+# --- the runs list ---------------------------------------------------------------
+
+
+def test_runs_list_filters_by_state_with_counts(user_client, make_run, other_user, sample_report):
+    make_run(filename="done-a.py", state="finished", report=sample_report)
+    make_run(filename="done-b.py", state="finished")
+    make_run(filename="broken.py", state="failed")
+    make_run(filename="going.py", state="running")
+    make_run(owner=other_user, filename="theirs.py", state="queued")
+    url = reverse("runs:list")
+
+    page = page_of(user_client.get(url))
+    nav = page.split('id="run-filter"')[1].split("</nav>")[0]
+    counts = dict(re.findall(r'data-state="(\w*)"[^>]*>\s*\w+ <span class="count">(\d+)</span>', nav))
+    assert counts == {"": "4", "queued": "0", "running": "1", "finished": "2", "failed": "1"}
+    assert re.search(r'data-state="" class="active" aria-current="page"', nav)
+    assert all(name in page for name in ("done-a.py", "done-b.py", "broken.py", "going.py"))
+    assert "theirs.py" not in page
+    assert "2.16×" in page and "estimated" in page  # speedup with its kind
+
+    page = page_of(user_client.get(url, {"state": "finished"}))
+    assert re.search(r'href="\?state=finished" data-state="finished" class="active"', page)
+    assert "done-a.py" in page and "done-b.py" in page and "broken.py" not in page and "going.py" not in page
+    assert page.count('<tr data-state="finished">') == 2
+
+    page = page_of(user_client.get(url, {"state": "queued"}))
+    assert 'id="no-runs"' in page and "No queued runs" in page
+
+    page = page_of(user_client.get(url, {"state": "bogus<b>"}))
+    assert 'id="unknown-state"' in page and "bogus&lt;b&gt;" in page and "bogus<b>" not in page
+    assert page.count("<tr data-state=") == 4
+
+
+# --- report.html -----------------------------------------------------------------
+
+
+@pytest.fixture
+def finished_run(make_run, sample_report):
+    """A finished run with an output folder (no report.html yet) and a small event log."""
+    run = make_run(state="finished", report=sample_report, output_dir="runs/fake/output", filename="scores.py")
+    output_folder(run, sample_report)
+    store_events(run, sample_events())
+    return run
+
+
+def test_report_html_is_self_contained_and_its_json_parses_back(finished_run, sample_report):
+    text = report_html.render_report_html(finished_run)
+    assert 3_000_000 < len(text) < 8_000_000  # plotly.min.js is most of it
+    # no external resource of any kind
+    assert not re.search(r"<script[^>]*\ssrc=", text, re.I)
+    assert not re.search(r"<link[^>]*stylesheet", text, re.I)
+    assert "<script src=http" not in text.replace('"', "")
+    assert "Plotly" in text and "LEGO.RunModel = " in text and "LEGO.Charts = " in text
+    assert "LEGO.EventStream = " not in text  # no stream in the report
+    # the events and the report as inline JSON that parses back to what was stored
+    events = json_script(text, "run-events")
+    assert [e["seq"] for e in events] == list(range(1, len(sample_events()) + 1))
+    assert [e["data"] for e in events] == sample_events()
+    assert json_script(text, "run-report") == sample_report
+    # the hostile text appears only escaped: one </script> per <script> element
+    assert text.lower().count("</script") == text.lower().count("<script")
+    assert "window.PWNED" in text and "<script>window.PWNED" not in text
+    assert "\\u003C/script\\u003E" in text
+    # the same server-rendered parts as the run page, no controls
+    assert 'id="plan-table"' in text and "softmax chain" in text and 'id="run-e2e"' in text
+    for element_id in ("tree-view", "node-panel", "speedup-chart", "subproblem-chart", "run-speedup-live"):
+        assert f'id="{element_id}"' in text
+    assert "<form" not in text and "csrfmiddlewaretoken" not in text and 'id="run-live"' not in text
+
+
+def test_inline_script_escapes_what_would_end_the_element():
+    code = 'var s = "</script><!-- </SCRIPT>";'
+    assert report_html.inline_script(code) == 'var s = "<\\/script><\\!-- <\\/SCRIPT>";'
+    assert report_html.inline_style("a::after{content:'</style>'}") == "a::after{content:'<\\/style>'}"
+
+
+def test_finish_writes_report_html_before_the_run_is_finished_and_the_zip_has_it(
+    user_client, make_run, sample_report, monkeypatch
+):
+    run = make_run(state="running", output_dir="runs/going/output", filename="scores.py")
+    out = output_folder(run, sample_report)
+    store_events(run, sample_events())
+    seen = {}
+    write = report_html.write_report_html
+
+    def spy(r):
+        seen["state in the database"] = Run.objects.get(pk=r.pk).state
+        return write(r)
+
+    monkeypatch.setattr(report_html, "write_report_html", spy)
+    execution.finish(run, sample_report)
+    assert seen == {"state in the database": "running"}
+    run.refresh_from_db()
+    assert run.state == "finished"
+    assert (out / "report.html").is_file()
+    assert 'id="run-events"' in (out / "report.html").read_text()
+
+    response = user_client.get(reverse("runs:download", args=[run.id]))
+    archive = zipfile.ZipFile(io.BytesIO(b"".join(response.streaming_content)))
+    folder = f"scores-lego-{str(run.id)[:8]}"
+    assert f"{folder}/report.html" in archive.namelist()
+    assert 'id="run-events"' in archive.read(f"{folder}/report.html").decode()
+
+
+def test_report_html_download_builds_a_missing_report(user_client, finished_run):
+    out = finished_run.output_path
+    assert not (out / "report.html").exists()
+    response = user_client.get(reverse("runs:report-html", args=[finished_run.id]))
+    assert response.status_code == 200 and response["Content-Type"].startswith("text/html")
+    assert 'id="run-events"' in response.content.decode()
+    assert (out / "report.html").is_file()
+    token = finished_run.create_share_token()
+    assert Client().get(reverse("runs:shared-report-html", args=[token])).status_code == 200
+
+
+# --- in Chromium -------------------------------------------------------------------
+
+
+@pytest.fixture
+def browser():
+    """Headless Chromium.  Playwright's sync API runs an event loop in this
+    thread, in which Django refuses database calls: tests ask for this
+    fixture after the ones that use the database and use it no more."""
+    playwright_sync = pytest.importorskip("playwright.sync_api")
+    if not os.access(CHROMIUM, os.X_OK):
+        pytest.skip(f"{CHROMIUM} is missing (make browser installs it)")
+    with playwright_sync.sync_playwright() as pw:
+        chromium = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+def open_page(browser, url: str):
+    """A page at ``url`` with its JavaScript errors, console errors and
+    requests collected in ``page.lego_log``."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    log = {"errors": [], "console": [], "requests": []}
+    page.on("pageerror", lambda exc: log["errors"].append(str(exc)))
+    page.on("console", lambda msg: msg.type == "error" and log["console"].append(msg.text))
+    page.on("request", lambda request: log["requests"].append(request.url))
+    page.lego_log = log
+    page.goto(url)
+    return page
+
+
+@pytest.fixture
+def report_file(finished_run, tmp_path) -> Path:
+    """The finished run's report.html, copied alone into another folder."""
+    path = report_html.ensure_report_html(finished_run, finished_run.output_path)
+    copy = tmp_path / "elsewhere" / "report.html"  # no server, no folder around it
+    copy.parent.mkdir()
+    copy.write_bytes(path.read_bytes())
+    return copy
+
+
+@pytest.mark.browser
+def test_report_html_renders_tree_and_charts_from_file_url(report_file, browser):
+    page = open_page(browser, report_file.as_uri())
+    try:
+        page.wait_for_function("() => window.LEGO && window.LEGO.page && window.LEGO.page.renders > 0")
+        page.wait_for_selector("#speedup-chart .main-svg")
+        page.wait_for_function("() => LEGO.page.tree && LEGO.page.tree.draws > 0")
+        page.wait_for_selector("#subproblem-chart .main-svg")
+        nodes = len([e for e in sample_events() if e["type"] == "node_created"])
+        assert page.evaluate("() => LEGO.page.model.nodes.size") == nodes
+        assert page.evaluate(TREE_POINTS) == nodes
+        # the speedup chart: one marker per plan, the final speedup last
+        assert page.evaluate("() => document.getElementById('speedup-chart').dataset.points") == "2"
+        ys = page.evaluate("() => document.getElementById('speedup-chart').data[1].y")
+        assert ys == [1.0, 1.154]
+        assert page.evaluate("() => document.getElementById('subproblem-chart').dataset.items") == "2"
+        assert page.locator("#run-speedup-live .value").inner_text() == "1.15×"
+        assert page.locator("#run-tokens").inner_text() == "7"
+        assert page.locator("#plan-table tbody tr").count() == 2
+        assert page.evaluate("() => window.PWNED") is None
+        assert page.lego_log["errors"] == []
+        assert [u for u in page.lego_log["requests"] if not u.startswith(("file:", "data:", "blob:"))] == []
+    finally:
+        page.context.close()
+
+
+# how many node marks the tree view drew (C1's tree_view.js)
+TREE_POINTS = """() => {
+  const plot = document.querySelector('#tree-view .js-plotly-plot') || document.getElementById('tree-view');
+  // node traces carry the node ids as customdata (edges and the selection ring do not)
+  return (plot.data || []).filter(t => t.customdata && t.x).reduce((n, t) => n + t.x.length, 0);
+}"""
+
+
+STREAM_HARNESS = """
+<!doctype html><html><body><span id="stream-status" hidden></span>
+<script>
+window.sockets = [];
+class FakeSocket {
+  constructor(url) { this.url = url; this.closedWith = null; window.sockets.push(this);
+                     setTimeout(() => this.onopen && this.onopen(), 0); }
+  send() {}
+  close(code) { if (this.closedWith !== null) return; this.closedWith = code || 1005;
+                setTimeout(() => this.onclose && this.onclose({code: code || 1005}), 0); }
+  serverSends(msg) { this.onmessage({data: JSON.stringify(msg)}); }
+  serverCloses(code) { this.closedWith = code; this.onclose({code}); }
+}
+window.applied = [];
+window.states = [];
+</script>
+<script>%s</script>
+<script>
+window.stream = new LEGO.EventStream({ws_path: "/ws/runs/r/events/", share_token: "a b", state: "running", active: true},
+  (events) => window.applied.push(...events.map(e => e.seq)), (state) => window.states.push(state),
+  {WebSocket: FakeSocket, statusEl: document.getElementById("stream-status")});
+window.stream.start();
+</script></body></html>
+"""
+
+
+@pytest.mark.browser
+def test_event_stream_dedupes_reconnects_after_gaps_and_drops_and_stops_on_4404(browser, tmp_path):
+    source = (REPO / "frontend/js/live/event_stream.js").read_text()
+    harness = tmp_path / "stream.html"
+    harness.write_text(STREAM_HARNESS % report_html.inline_script(source))
+    page = open_page(browser, harness.as_uri())
+    try:
+        ev = lambda *seqs: {"type": "events", "state": "running", "events": [{"seq": s, "type": "progress", "data": {}} for s in seqs]}  # noqa: E731
+        url = page.evaluate("() => sockets[0].url")
+        assert url.endswith("/ws/runs/r/events/?after=0&share=a%20b")
+        page.evaluate("m => sockets[0].serverSends(m)", ev(1, 2, 3))
+        page.evaluate("m => sockets[0].serverSends(m)", ev(2, 3, 4))  # duplicates dropped
+        assert page.evaluate("() => [applied, stream.received, stream.lastSeq]") == [[1, 2, 3, 4]] * 2 + [4]
+        # a gap: reconnect at once with after=4, nothing past the gap applied
+        page.evaluate("m => sockets[0].serverSends(m)", ev(6, 7))
+        assert page.evaluate("() => [sockets.length, sockets[1].url.split('?')[1], applied.length]") == [2, "after=4&share=a%20b", 4]
+        # a network drop: reconnect after the backoff with after=<last applied>
+        page.evaluate("m => sockets[1].serverSends(m)", ev(5, 6))
+        page.evaluate("() => stream.drop()")
+        page.wait_for_function("() => sockets.length === 3", timeout=3000)
+        assert page.evaluate("() => [sockets[2].url.split('?')[1], stream.connections]") == ["after=6&share=a%20b", 3]
+        # the end: no reconnect after the server closes
+        page.evaluate("() => sockets[2].serverSends({type: 'end', state: 'finished', last_seq: 6})")
+        page.evaluate("() => sockets[2].serverCloses(1000)")
+        page.wait_for_timeout(700)
+        assert page.evaluate("() => [sockets.length, stream.ended, states.at(-1)]") == [3, True, "finished"]
+        assert page.locator("#stream-status").inner_text() == "run finished"
+        # 4404 on a fresh stream: a message, no reconnect
+        page.evaluate("""() => { window.s2 = new LEGO.EventStream({ws_path: "/x/", share_token: ""}, () => {}, () => {},
+                                   {WebSocket: FakeSocket, statusEl: document.getElementById("stream-status")}).start();
+                                 sockets.at(-1).serverCloses(4404); }""")
+        page.wait_for_timeout(700)
+        assert page.evaluate("() => [sockets.length, s2.stopped]") == [4, True]
+        assert "does not exist" in page.locator("#stream-status").inner_text()
+        assert page.lego_log["errors"] == []
+    finally:
+        page.context.close()

@@ -1,0 +1,144 @@
+"""A run's self-contained ``report.html``: one file that opens from disk
+(``file://``) with no server and no network and shows what the run page
+shows: the FusionTree, the node panel, the speedup-over-time and per
+sub-problem charts, the summary and the plan table.
+
+Everything is inline: plotly.min.js (from the plotly package), the app's
+CSS and the live view's scripts, the run's events as
+``<script type="application/json" id="run-events">`` and its report.json as
+``#run-report``.  The page's scripts run in their "static" mode: they build
+the same RunModel from the inline events instead of a websocket.
+
+``execution.finish`` writes it into the output folder before the run is
+marked finished (so the zip holds it); ``downloads`` builds it on demand for
+runs that finished before reports existed.
+"""
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+
+from django.contrib.staticfiles import finders
+from django.template.loader import render_to_string
+from django.utils import timezone
+from django.utils.safestring import mark_safe
+
+from webapp.runs import presenters
+from webapp.runs.models import Run
+
+log = logging.getLogger(__name__)
+
+REPORT_NAME = "report.html"
+
+# static paths, in the order the page loads them
+PLOTLY_JS = "plotly/plotly.min.js"
+STYLESHEETS = ["css/app.css", "css/live.css"]
+SCRIPTS = [
+    "js/live/run_model.js",
+    "js/live/tree_view.js",
+    "js/live/node_panel.js",
+    "js/live/charts.js",
+    "js/live/header.js",
+    "js/live/run_page.js",
+]
+
+_SCRIPT_END = re.compile(r"</(script)", re.IGNORECASE)
+_STYLE_END = re.compile(r"</(style)", re.IGNORECASE)
+_COMMENT_OPEN = re.compile(r"<!--")
+
+
+def read_static(path: str) -> str:
+    """The text of a static file (found like ``{% static %}`` finds it);
+    FileNotFoundError when no static folder has it."""
+    found = finders.find(path)
+    if not found:
+        raise FileNotFoundError(f"static file {path} not found (is the plotly package installed?)")
+    return Path(found).read_text(encoding="utf-8")
+
+
+def inline_script(code: str) -> str:
+    """``code`` made safe to sit between ``<script>`` and ``</script>``:
+    ``</script`` becomes ``<\\/script`` and ``<!--`` becomes ``<\\!--`` (the
+    same text inside a JavaScript string, regular expression or comment;
+    neither can appear outside them in valid code)."""
+    code = _SCRIPT_END.sub(r"<\\/\1", code)
+    return _COMMENT_OPEN.sub(r"<\\!--", code)
+
+
+def inline_style(css: str) -> str:
+    """``css`` made safe to sit inside ``<style>``."""
+    return _STYLE_END.sub(r"<\\/\1", css)
+
+
+def report_context(run: Run) -> dict:
+    """The template context of ``runs/report.html`` for ``run``: the run
+    page's server-side parts plus the inline events, report and assets."""
+    report = run.report or {}
+    events = [presenters.event_json(event) for event in run.events.order_by("seq")]
+    scripts = []
+    for path in SCRIPTS:
+        try:
+            scripts.append({"name": path, "code": mark_safe(inline_script(read_static(path)))})
+        except FileNotFoundError:
+            log.warning("report.html of run %s: %s is missing", run.id, path)
+    styles = []
+    for path in STYLESHEETS:
+        try:
+            styles.append({"name": path, "code": mark_safe(inline_style(read_static(path)))})
+        except FileNotFoundError:
+            log.warning("report.html of run %s: %s is missing", run.id, path)
+    return {
+        "run": run,
+        "static_report": True,
+        "shared_view": True,  # no controls
+        "share": None,
+        "status": {"elapsed_s": round(run.elapsed_s, 1), "activity": ""},
+        "report": report,
+        "plan": report.get("plan") or {},
+        "end_to_end": report.get("end_to_end") or {},
+        "rows": presenters.plan_rows(report),
+        "layout_count": presenters.layout_count(report),
+        "metrics": report.get("metrics") or {},
+        "timing": report.get("timing") or {},
+        "error_source_line": presenters.error_source_line(run),
+        "events": events,
+        "plotly_js": mark_safe(inline_script(read_static(PLOTLY_JS))),
+        "styles": styles,
+        "scripts": scripts,
+        "generated_at": timezone.now(),
+    }
+
+
+def render_report_html(run: Run) -> str:
+    """The run's self-contained report.html as text (about 5 MB, most of it
+    plotly.min.js), rendered with the ``runs/report.html`` template."""
+    return render_to_string("runs/report.html", report_context(run))
+
+
+def ensure_report_html(run: Run, out: Path) -> Path:
+    """``out/report.html``, written from ``run`` first if it is missing."""
+    path = Path(out) / REPORT_NAME
+    if not path.is_file():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{REPORT_NAME}.tmp")
+        tmp.write_text(render_report_html(run), encoding="utf-8")
+        tmp.replace(path)  # never a half-written report
+    return path
+
+
+def write_report_html(run: Run) -> Path | None:
+    """Write report.html into the run's output folder (``execution.finish``
+    calls it before the run is saved as finished).  A failure is logged, not
+    raised: the run's result stands, and the download builds the report
+    again on demand."""
+    out = run.output_path
+    if out is None:
+        return None
+    try:
+        path = Path(out) / REPORT_NAME
+        path.unlink(missing_ok=True)  # the final events and report, not an older copy
+        return ensure_report_html(run, out)
+    except Exception:  # noqa: BLE001 - a report is not worth failing a finished run
+        log.exception("could not write report.html for run %s", run.id)
+        return None
