@@ -1,8 +1,12 @@
-"""ASGI entry point (``daphne webapp.config.asgi:application``).
+"""ASGI entry point (``daphne webapp.config.asgi:application``; ``manage.py
+runserver`` serves it too, since ``daphne`` is the first installed app).
 
-Routes by protocol: plain HTTP goes to Django. Live run updates over
-websockets join here as a ``"websocket"`` route when they land; until then
-the run page polls ``/api/runs/<id>/``.
+Routes by protocol: plain HTTP goes to Django; websockets go to the runs
+app's live event stream (``webapp/runs/routing.py``, protocol in
+``docs/STREAM.md``).  A websocket handshake must carry an ``Origin`` whose
+host is in ``ALLOWED_HOSTS`` (else it is refused with HTTP 403: no
+cross-site page can subscribe with a visitor's cookies), and the session
+cookie identifies the user (``AuthMiddlewareStack``).
 """
 import os
 
@@ -11,6 +15,16 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.config.settings.local")
 django_asgi_app = get_asgi_application()
 
-from channels.routing import ProtocolTypeRouter  # noqa: E402  (after Django set-up)
+# after Django set-up: these import models
+from channels.auth import AuthMiddlewareStack  # noqa: E402
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
-application = ProtocolTypeRouter({"http": django_asgi_app})
+from webapp.runs.routing import websocket_urlpatterns  # noqa: E402
+
+application = ProtocolTypeRouter(
+    {
+        "http": django_asgi_app,
+        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+    }
+)

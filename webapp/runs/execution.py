@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from lego_core import ChildCrashed, OptimizeConfig, ProblemError, ProblemSpec, optimize
 from lego_core.events import Event, RunFailed
+from webapp.runs import live
 from webapp.runs.fanout import AgentRelay, AgentWorkerMissing
 from webapp.runs.models import Run, RunEvent
 
@@ -40,7 +41,10 @@ def jsonable(value: Any) -> Any:
 
 
 class EventRecorder:
-    """A ``lego_core`` sink that stores each event as the run's next RunEvent."""
+    """A ``lego_core`` sink that stores each event as the run's next RunEvent
+    and then wakes the run's live viewers up (``live.notify_new_events``:
+    throttled, never raises).  One recorder per run writes its events, in
+    order, so viewers see seq 1, 2, 3, ... with no gaps."""
 
     def __init__(self, run: Run):
         self.run = run
@@ -52,9 +56,13 @@ class EventRecorder:
         self.record(event.to_dict())
 
     def record(self, data: dict) -> RunEvent:
+        """Store ``data`` (an event's dict) as the next RunEvent, then notify."""
         self.seq += 1
         self.saw_failure |= data.get("type") == RunFailed.type
-        return RunEvent.objects.create(run=self.run, seq=self.seq, type=data["type"], data=jsonable(data))
+        event = RunEvent.objects.create(run=self.run, seq=self.seq, type=data["type"], data=jsonable(data))
+        # stored first: a viewer woken up now reads it from the database
+        live.notify_new_events(self.run.pk, self.seq)
+        return event
 
 
 def claim(run_id: str, worker: str) -> Run | None:
@@ -68,6 +76,7 @@ def claim(run_id: str, worker: str) -> Run | None:
         run.started_at = timezone.now()
         run.output_dir = f"runs/{run.id}/output"
         run.save(update_fields=["state", "worker", "started_at", "output_dir"])
+    live.notify_run_changed(run.pk, wait_s=0)
     return run
 
 
@@ -120,9 +129,10 @@ def execute(run: Run) -> None:
         finish(run, report)
     finally:
         # a BaseException (worker shutdown, time limit) skips the handlers above
-        Run.objects.filter(pk=run.pk, state=Run.State.RUNNING).update(
+        if Run.objects.filter(pk=run.pk, state=Run.State.RUNNING).update(
             state=Run.State.FAILED, error_message=WORKER_LOST_MESSAGE, finished_at=timezone.now()
-        )
+        ):
+            live.notify_run_changed(run.pk, recorder.seq)
 
 
 def finish(run: Run, report: dict) -> None:
@@ -135,6 +145,7 @@ def finish(run: Run, report: dict) -> None:
     run.finished_at = timezone.now()
     report_html.write_report_html(run)  # into the output folder (so the zip has it) before the run shows finished
     run.save(update_fields=["state", "report", "finished_at"])
+    live.notify_run_changed(run.pk)  # viewers get "end" now, not at their next poll
 
 
 def fail(run: Run, recorder: EventRecorder, message: str, line: int | None = None, error_type: str = "") -> None:
@@ -145,10 +156,15 @@ def fail(run: Run, recorder: EventRecorder, message: str, line: int | None = Non
     run.error_line = line
     run.finished_at = timezone.now()
     run.save(update_fields=["state", "error_message", "error_line", "finished_at"])
+    live.notify_run_changed(run.pk, recorder.seq)
 
 
 def fail_abandoned_runs(worker: str) -> int:
     """Fail the runs a worker of this name left running (it was restarted)."""
-    return Run.objects.filter(state=Run.State.RUNNING, worker=worker).update(
+    left = list(Run.objects.filter(state=Run.State.RUNNING, worker=worker).values_list("pk", flat=True))
+    count = Run.objects.filter(pk__in=left, state=Run.State.RUNNING).update(
         state=Run.State.FAILED, error_message=WORKER_LOST_MESSAGE, finished_at=timezone.now()
     )
+    for run_id in left:
+        live.notify_run_changed(run_id, wait_s=0)
+    return count

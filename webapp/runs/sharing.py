@@ -12,7 +12,7 @@ from django.http import Http404
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from webapp.runs import downloads, presenters
+from webapp.runs import downloads, live, presenters
 from webapp.runs.models import Run
 
 
@@ -34,6 +34,7 @@ def share_create(request, run_id):
     from webapp.runs.views import own_run
 
     own_run(request, run_id).create_share_token()
+    live.notify_run_changed(run_id, wait_s=0)  # viewers of a replaced token are cut off now
     return redirect("runs:detail", run_id=run_id)
 
 
@@ -44,6 +45,7 @@ def share_revoke(request, run_id):
     from webapp.runs.views import own_run
 
     own_run(request, run_id).revoke_share_token()
+    live.notify_run_changed(run_id, wait_s=0)  # connected token viewers are cut off now
     return redirect("runs:detail", run_id=run_id)
 
 
