@@ -412,29 +412,37 @@ def test_in_memory_layer_sends_nothing(monkeypatch):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_recording_cost_with_and_without_wakeups(make_run):
-    """EventRecorder with wake-ups (the real Redis layer) is not noticeably
-    slower than without: the wake-up is handed to a background thread.
-    Rounds alternate and the best of each is compared (the machine may be busy)."""
-    events = realistic_events(200)
+def test_wakeups_add_little_to_recording(make_run, monkeypatch):
+    """EventRecorder with wake-ups on the real Redis layer: the time spent
+    in notify_new_events is a small share of recording an event (the send
+    happens on a background thread).  Timed directly, so a busy machine's
+    noise in the database writes does not decide the outcome; the printed
+    line also compares whole runs with and without wake-ups."""
+    events = realistic_events(600)
     real_notify = live.notify_new_events
+    spent = []
 
-    def timed(notify) -> float:
-        live.notify_new_events = notify
-        try:
-            recorder = EventRecorder(make_run(state=Run.State.RUNNING))
-            started = time.perf_counter()
-            for event in events:
-                recorder(event)
-            return (time.perf_counter() - started) / len(events) * 1000
-        finally:
-            live.notify_new_events = real_notify
+    def timed_notify(run_id, seq):
+        started = time.perf_counter()
+        real_notify(run_id, seq)
+        spent.append(time.perf_counter() - started)
 
-    timed(real_notify)  # warm up: first run, first wake-up thread
-    rounds = [(timed(real_notify), timed(lambda run_id, seq: None)) for _ in range(3)]
-    with_wakeups, without = min(r[0] for r in rounds), min(r[1] for r in rounds)
-    print(f"record(): {with_wakeups:.3f} ms per event with wake-ups, {without:.3f} ms without")
-    assert with_wakeups < without * 1.5 + 0.3
+    def record_all(notify) -> float:
+        monkeypatch.setattr(live, "notify_new_events", notify)
+        recorder = EventRecorder(make_run(state=Run.State.RUNNING))
+        started = time.perf_counter()
+        for event in events:
+            recorder(event)
+        return (time.perf_counter() - started) / len(events) * 1000
+
+    record_all(real_notify)  # warm up: the first run, the wake-up thread
+    with_wakeups = record_all(timed_notify)
+    without = record_all(lambda run_id, seq: None)
+    notify_us = sum(spent) / len(spent) * 1e6
+    print(f"record(): {with_wakeups:.3f} ms per event with wake-ups ({notify_us:.1f} us of it in notify), "
+          f"{without:.3f} ms without")
+    assert len(spent) == len(events)
+    assert notify_us < 200 and sum(spent) < 0.1 * with_wakeups / 1000 * len(events)
 
 
 # --- across processes: a real server, a writer process, a websocket client ----
