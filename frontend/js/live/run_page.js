@@ -127,6 +127,14 @@
     startStatic(events) {
       this.model.applyAll(events || []);
       this.render(true);
+      this.hideEmptyViews(this.header.state);
+    }
+
+    // A run that failed before it built a tree (a broken file): the error
+    // card says it all, an empty tree and empty charts would only add noise.
+    hideEmptyViews(state) {
+      const views = document.getElementById("live-views");
+      if (views && state === "failed" && this.model.nodes.size === 0) views.hidden = true;
     }
 
     startLive() {
@@ -141,6 +149,7 @@
           onEnd: (state) => {
             this.render(true);
             this.header.setState(state);
+            this.hideEmptyViews(state);
             if (renderedActive) {
               // the run ended while we watched: the server renders the
               // final plan table, metrics or error
