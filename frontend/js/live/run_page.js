@@ -101,7 +101,18 @@
 
     apply(events) {
       this.model.applyAll(events);
-      this.scheduleRender();
+      // replaying the log of a run that had ended when the page was
+      // rendered: a few large batches, each drawn at once, so the page
+      // shows every event it holds (LEGO.stream.lastSeq) without a delay
+      if (this.live && !this.live.active) this.renderNow();
+      else this.scheduleRender();
+    }
+
+    // Draw everything now, the tree included (TreeView.update() coalesces
+    // into a later animation frame; redraw() is synchronous).
+    renderNow() {
+      if (this.tree && typeof this.tree.redraw === "function") this.tree.redraw();
+      this.render(true);
     }
 
     scheduleRender() {
@@ -126,7 +137,7 @@
 
     startStatic(events) {
       this.model.applyAll(events || []);
-      this.render(true);
+      this.renderNow();
       this.hideEmptyViews(this.header.state);
     }
 
@@ -147,7 +158,7 @@
         {
           statusEl: statusEl,
           onEnd: (state) => {
-            this.render(true);
+            this.renderNow();
             this.header.setState(state);
             this.hideEmptyViews(state);
             if (renderedActive) {
