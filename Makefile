@@ -13,7 +13,7 @@ INTERPRET := $(if $(HAS_GPU),,TRITON_INTERPRET=1)
 DEMO_MODEL ?= ../shared/models/mlp_residual.py
 DEMO_SET ?= batch_size=8 d_model=48 d_hidden=96
 
-.PHONY: install browser run test demo bench bench-search clean
+.PHONY: install browser run test demo bench bench-search screenshots clean
 
 install: $(STAMP)
 
@@ -61,6 +61,13 @@ bench: $(STAMP)
 # --agents 1 vs 4 (agent calls, time to first/final plan, plan cost).
 bench-search: $(STAMP)
 	TRITON_INTERPRET=1 $(PY) bench/search_models.py $(BENCH_ARGS)
+
+# PNGs of the product for people who do not run a browser: the run page
+# mid-run and finished and the shared page, from the live browser test
+# (make run on a fresh var/, a tiny gpt_stack), into build/screenshots/.
+screenshots: $(STAMP) browser
+	TRITON_INTERPRET=1 $(PY) -m pytest tests/webapp/test_browser_live.py -q -p no:cacheprovider
+	@ls -1 build/screenshots/run-mid.png build/screenshots/run-finished.png build/screenshots/shared.png
 
 clean:
 	rm -rf var out .pytest_cache
