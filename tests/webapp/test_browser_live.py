@@ -57,6 +57,14 @@ NODE_PIXEL = """(nodeId) => {
 
 
 @pytest.fixture
+def fresh_kernel_cache(monkeypatch, tmp_path):
+    """``make run`` gets an empty kernel cache (it inherits the environment),
+    so the agents are really asked and write transcripts: earlier tests of
+    this session have solved gpt_stack's signatures."""
+    monkeypatch.setenv("LEGO_CACHE_DIR", str(tmp_path / "kernel-cache"))
+
+
+@pytest.fixture
 def chromium():
     import os
 
@@ -113,7 +121,7 @@ def shown_state(page) -> str:
 
 
 def test_live_tree_reconnect_transcript_chart_share_and_zip(
-    app, chromium, shared_models, tiny_overrides, check_download  # noqa: F811
+    fresh_kernel_cache, app, chromium, shared_models, tiny_overrides, check_download  # noqa: F811
 ):
     base, proc, log = app
     errors: list[str] = []
