@@ -474,6 +474,9 @@ for burst in range(int(os.environ["BURSTS"])):
     for k in range(20):
         recorder(ev.Progress(stage="search", done=burst * 20 + k + 1, total=0))
     time.sleep(float(os.environ["PAUSE_S"]))
+if float(os.environ.get("QUIET_S", "0")):  # a quiet spell (an agent thinking), then one more event
+    time.sleep(float(os.environ["QUIET_S"]))
+    recorder(ev.Progress(stage="search", done=0, total=0, message="after the quiet spell"))
 finish(run, {"plan": {}})
 print("writer done", recorder.seq, flush=True)
 '''
@@ -538,7 +541,9 @@ def test_redis_wakeups_cross_processes(make_run, spawn, tmp_path):
     """daphne on PostgreSQL + Redis (poll 5 s) and a writer process: each
     burst of events reaches the viewer well under a second after it was
     written (the last of a burst included), which only the Redis wake-up
-    can do; ``end`` comes right after the run finishes."""
+    can do; ``end`` comes right after the run finishes.  A quiet spell of
+    6.5 s (longer than redis-py 8's default 5 s socket timeout) neither
+    breaks the socket nor the wake-ups that follow."""
     db = connection.settings_dict
     if db["ENGINE"] != "django.db.backends.postgresql" or not settings.REDIS_URL:
         pytest.skip("runs against PostgreSQL and Redis (see webapp/config/settings/test.py)")
@@ -551,6 +556,7 @@ def test_redis_wakeups_cross_processes(make_run, spawn, tmp_path):
         "LEGO_EVENT_POLL_S": "5",
         "BURSTS": "8",
         "PAUSE_S": "0.4",
+        "QUIET_S": "6.5",
     }
     run = make_run(state=Run.State.RUNNING)
     share = run.create_share_token()
@@ -565,8 +571,9 @@ def test_redis_wakeups_cross_processes(make_run, spawn, tmp_path):
         f"ws://127.0.0.1:{port}{stream_path(run.id, after=0, share=share)}", f"http://127.0.0.1:{port}",
         tmp_path / "go",
     )
-    assert [e["seq"] for e in received] == list(range(1, 161))
-    assert end == {"type": "end", "state": "finished", "last_seq": 160}
+    assert [e["seq"] for e in received] == list(range(1, 162))
+    assert end == {"type": "end", "state": "finished", "last_seq": 161}
+    assert "Exception inside application" not in server_log.read_text(errors="replace"), server_log.read_text()[-3000:]
     print(f"redis wake-ups: median {statistics.median(latencies) * 1000:.0f} ms, "
           f"max {max(latencies) * 1000:.0f} ms (poll 5 s)")
     assert statistics.median(latencies) < 0.5 and max(latencies) < 1.5, latencies

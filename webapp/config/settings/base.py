@@ -189,8 +189,14 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # in-memory layer reaches only this process, so consumers also poll the
 # database every LEGO_EVENT_POLL_S.
 if REDIS_URL:
+    # socket_timeout None: redis-py 8 reads with a 5 s timeout by default,
+    # which breaks the layer's blocking receive (BZPOPMIN) of every quiet
+    # consumer after 5 s (channels_redis issue 422, redis-py issue 4091)
     CHANNEL_LAYERS = {
-        "default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [REDIS_URL]}}
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": None}]},
+        }
     }
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
