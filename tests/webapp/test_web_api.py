@@ -235,6 +235,44 @@ def test_bad_after_or_limit_is_a_400(api, make_run, query, field):
     assert list(response.json()["errors"]) == [field]
 
 
+@pytest.mark.django_db
+@pytest.mark.parametrize("after", ["3", "4", "1000", "99999999999999999999", str(2**64 + 5)])
+def test_last_seq_is_never_past_the_runs_last_event(api, make_run, after):
+    """An ``after`` at or past the end returns no events and the run's real
+    last seq (never the ``after`` echoed back, never a database error)."""
+    run = make_run(state="finished")
+    for seq in range(1, 4):
+        RunEvent.objects.create(run=run, seq=seq, type="progress", data={"type": "progress", "done": seq})
+    response = api.get(reverse("api:events", args=[run.id]), {"after": after})
+    assert response.status_code == 200, response.content
+    assert response.json() == {"state": "finished", "events": [], "last_seq": 3, "more": False}
+
+
+@pytest.mark.django_db
+def test_last_seq_of_a_run_without_events_is_0_whatever_after_says(api, make_run):
+    run = make_run(state="queued")
+    for after in ("0", "7", str(2**70)):
+        body = api.get(reverse("api:events", args=[run.id]), {"after": after}).json()
+        assert (body["events"], body["last_seq"]) == ([], 0), after
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "query, field",
+    [({"after": "1.5"}, "after"), ({"after": "2.0"}, "after"), ({"after": "1e3"}, "after"),
+     ({"limit": "2.0"}, "limit"), ({"limit": "2.5"}, "limit"), ({"limit": "1e2"}, "limit")],
+)
+def test_after_and_limit_take_whole_numbers_only(api, make_run, query, field):
+    run = make_run(state="running")
+    response = api.get(reverse("api:events", args=[run.id]), query)
+    assert response.status_code == 400, response.content
+    expected = {
+        "after": "after must be a whole number >= 0: the seq of the last event you already have (0 for all).",
+        "limit": "limit must be a whole number from 1 to 1000 (the default).",
+    }[field]
+    assert response.json() == {"errors": {field: [expected]}}
+
+
 # --- downloads -------------------------------------------------------------------
 
 

@@ -335,6 +335,56 @@ def test_state_messages_follow_the_run_without_events(make_run, user, client, se
     ]
 
 
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("after", [5, 6, 999999, 2**64])
+def test_end_never_claims_more_than_the_run_has(make_run, user, client, after):
+    """A client whose ``after`` is at or past the end of an ended run's log
+    gets ``end`` with the run's real last seq, not its own ``after``."""
+    run = make_run(state=Run.State.FINISHED)
+    store_events(run, realistic_events(5))
+    cookie = session_cookie(client, user)
+
+    async def scenario():
+        comm = communicator(stream_path(run.id, after=after), cookie)
+        assert (await comm.connect(timeout=10))[0]
+        messages = [await receive(comm), await receive(comm)]
+        await comm.disconnect()
+        return messages
+
+    assert async_to_sync(scenario)() == [
+        {"type": "end", "state": "finished", "last_seq": 5},
+        {"type": "closed", "code": 1000},
+    ]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_after_past_the_end_of_a_live_run_resumes_from_its_real_last_seq(make_run, user, client, settings):
+    """``state`` says the run's real last seq, and the events stored next
+    are sent, though the client's ``after`` was bigger."""
+    settings.LEGO_EVENT_POLL_S = 30
+    run = make_run(state=Run.State.RUNNING)
+    events = realistic_events(40)
+    store_events(run, events[:3])
+    cookie = session_cookie(client, user)
+
+    def record_next():
+        RunEvent.objects.create(run=run, seq=4, type=events[3].type, data=jsonable(events[3].to_dict()))
+        assert live.notify_run_changed(run.pk)
+
+    async def scenario():
+        comm = communicator(stream_path(run.id, after=10**12), cookie)
+        assert (await comm.connect(timeout=10))[0]
+        messages = [await receive(comm)]
+        await database_sync_to_async(record_next)()
+        messages.append(await receive(comm, timeout=5))
+        await comm.disconnect()
+        return messages
+
+    caught_up, batch = async_to_sync(scenario)()
+    assert caught_up == {"type": "state", "state": "running", "last_seq": 3}
+    assert [e["seq"] for e in batch["events"]] == [4]
+
+
 # --- the wake-up sender -------------------------------------------------------
 
 

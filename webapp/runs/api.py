@@ -12,6 +12,7 @@ regenerates the token scripts send.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
@@ -148,14 +149,24 @@ class RunSummarySerializer(serializers.ModelSerializer):
         return self.context["request"].build_absolute_uri(reverse("api:run", args=[run.id]))
 
 
+class WholeNumberField(serializers.IntegerField):
+    """An integer written as digits only: DRF's IntegerField also takes
+    ``2.0``, which would make ``limit=2.0`` valid but ``after=1.5`` not."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool) or not re.fullmatch(r"-?[0-9]+", str(data).strip()):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
 class EventsQuerySerializer(serializers.Serializer):
     """``?after=<seq>&limit=<n>`` of the events endpoint."""
 
-    after = serializers.IntegerField(min_value=0, default=0, error_messages={
+    after = WholeNumberField(min_value=0, default=0, error_messages={
         key: "after must be a whole number >= 0: the seq of the last event you already have (0 for all)."
         for key in ("invalid", "min_value", "max_string_length")
     })
-    limit = serializers.IntegerField(min_value=1, max_value=MAX_EVENTS, default=MAX_EVENTS, error_messages={
+    limit = WholeNumberField(min_value=1, max_value=MAX_EVENTS, default=MAX_EVENTS, error_messages={
         key: f"limit must be a whole number from 1 to {MAX_EVENTS} (the default)."
         for key in ("invalid", "min_value", "max_value", "max_string_length")
     })
@@ -296,13 +307,15 @@ class RunEvents(RunAPIView):
 
     def get(self, request, run_id):
         """``{"state", "events": [{seq, type, data}], "last_seq", "more"}``:
-        ``last_seq`` is the last returned event's seq (``after`` when none),
-        the next request's ``after``; ``more`` says whether more are stored."""
+        ``last_seq`` is the last returned event's seq (when none, ``after``
+        or the run's last seq if that is smaller), the next request's
+        ``after``; ``more`` says whether more are stored."""
         run = self.get_run(run_id)
         query = EventsQuerySerializer(data=request.query_params)
         if not query.is_valid():
             return bad_request({field: [str(m) for m in messages] for field, messages in query.errors.items()})
-        after, limit = query.validated_data["after"], query.validated_data["limit"]
+        after = min(query.validated_data["after"], presenters.MAX_SEQ)  # a bigger one is past any seq (and SQLite's integers)
+        limit = query.validated_data["limit"]
         state = run.state  # read before the events: a run that ended has all its events stored
         events = list(run.events.filter(seq__gt=after).order_by("seq")[: limit + 1])
         more = len(events) > limit
@@ -310,7 +323,7 @@ class RunEvents(RunAPIView):
         return Response({
             "state": state,
             "events": [presenters.event_json(e) for e in events],
-            "last_seq": events[-1].seq if events else after,
+            "last_seq": events[-1].seq if events else min(after, presenters.last_event_seq(run.id)) if after else 0,
             "more": more,
         })
 

@@ -73,11 +73,14 @@ class Batch:
     share_token: str
     events: list[tuple[int, str]]  # (seq, JSON of presenters.event_json)
     more: bool  # the read stopped at a limit: read again at once
+    last_seq: int  # the last event's seq; with no events, ``after`` or the run's last seq if smaller
 
 
 def read_batch(run_id: uuid.UUID, after: int) -> Batch | None:
     """The run's state, then up to ``BATCH_EVENTS`` events with seq >
     ``after`` (fewer when they pass ``BATCH_BYTES``); None when the run is gone.
+    With no events, ``last_seq`` is ``after`` or, when the client claims
+    more than there is, the run's real last seq.
 
     The state is read before the events: events are stored before the run's
     state changes, so an ended state read first means the events read after
@@ -97,7 +100,11 @@ def read_batch(run_id: uuid.UUID, after: int) -> Batch | None:
         events.append((event.seq, text))
         size += len(text)
     more = more or len(events) == BATCH_EVENTS
-    return Batch(state=state, share_token=share_token, events=events, more=more)
+    if events:
+        last_seq = events[-1][0]
+    else:  # nothing after ``after``: the end, unless the client claims more than is stored
+        last_seq = min(after, presenters.last_event_seq(run_id)) if after else 0
+    return Batch(state=state, share_token=share_token, events=events, more=more, last_seq=last_seq)
 
 
 def events_message(events: list[tuple[int, str]], state: str) -> str:
@@ -109,10 +116,10 @@ def events_message(events: list[tuple[int, str]], state: str) -> str:
 
 
 def parse_after(query: dict[str, list[str]]) -> int:
-    """``?after=<seq>``: a non-negative integer; missing or malformed is 0
-    (replay everything)."""
+    """``?after=<seq>``: a non-negative integer (at most ``presenters.MAX_SEQ``);
+    missing or malformed is 0 (replay everything)."""
     try:
-        return max(0, int(query.get("after", ["0"])[-1]))
+        return min(presenters.MAX_SEQ, max(0, int(query.get("after", ["0"])[-1])))
     except ValueError:
         return 0
 
@@ -179,9 +186,9 @@ class RunEventsConsumer(AsyncWebsocketConsumer):
                 if self.via_token and not token_matches(batch.share_token, self.share):
                     await self.close(CLOSE_FORBIDDEN)  # the token was revoked or replaced
                     return
+                last_sent = batch.last_seq  # never past the run's last event
                 if batch.events:
                     await self.send(text_data=events_message(batch.events, batch.state))
-                    last_sent = batch.events[-1][0]
                     told_state = batch.state
                     if batch.more:
                         continue

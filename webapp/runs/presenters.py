@@ -9,6 +9,15 @@ from django.urls import reverse
 from webapp.runs.models import Run, RunEvent
 
 
+MAX_SEQ = 2**31 - 1  # RunEvent.seq's largest value; a client's bigger ``after`` is clamped to it
+
+
+def last_event_seq(run_id) -> int:
+    """The run's last stored seq (0 when it has no events): one read of the
+    (run, seq) index."""
+    return RunEvent.objects.filter(run_id=run_id).order_by("-seq").values_list("seq", flat=True).first() or 0
+
+
 def websocket_path(run: Run) -> str:
     """Path of the run's event stream (``consumers.RunEventsConsumer``);
     the client adds ``?after=<seq>`` and, on a shared page, ``&share=<token>``."""
