@@ -121,6 +121,32 @@ def test_runs_of_other_users_are_not_found(api, make_run, other_user, media_root
         assert response.json()["detail"] == f"You have no run {run.id} (no such run, or it is someone else's)."
 
 
+@pytest.mark.django_db
+@pytest.mark.parametrize("debug", [False, True])
+@pytest.mark.parametrize("method", ["get", "post", "delete"])
+@pytest.mark.parametrize(
+    "path", ["/api/runs/nope/", "/api/nothing/here", "/api/", "/api/runs/c1070384-53f9-46a2-96c9-33cbb6285815/extra/"]
+)
+def test_unknown_api_paths_are_a_json_404(api, settings, debug, method, path):
+    """Not Django's HTML 404 (which, with DEBUG, lists every URL pattern)."""
+    settings.DEBUG = debug
+    response = getattr(api, method)(path)
+    assert response.status_code == 404
+    assert response["Content-Type"] == "application/json"
+    detail = response.json()["detail"]
+    assert path in detail and "/api/runs/" in detail and "docs/API.md" in detail
+    assert b"<html" not in response.content.lower() and b"urlpatterns" not in response.content.lower()
+
+
+@pytest.mark.django_db
+def test_an_api_path_without_its_slash_still_redirects_on_get_and_says_so_otherwise(api):
+    response = api.get("/api/runs?state=failed")
+    assert response.status_code == 301 and response["Location"] == "/api/runs/?state=failed"
+    response = api.post("/api/runs")
+    assert response.status_code == 404 and "/api/runs/" in response.json()["detail"]
+    assert "trailing slash" in response.json()["detail"]
+
+
 # --- validation: the upload form's rules, errors as JSON ------------------------
 
 

@@ -16,8 +16,10 @@ import re
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
+from django.http import HttpResponsePermanentRedirect, JsonResponse
 from django.shortcuts import redirect, render
-from django.urls import reverse
+from django.urls import Resolver404, resolve, reverse
+from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods
 from rest_framework import exceptions, serializers, status
 from rest_framework.authtoken.models import Token
@@ -346,6 +348,38 @@ class RunReportHtml(RunAPIView):
     def get(self, request, run_id):
         """report.html as an attachment (404 until the run has finished)."""
         return downloads.report_html_response(self.get_run(run_id))
+
+
+# --- anything else under /api/ ---------------------------------------------------
+
+
+def _is_endpoint(path: str) -> bool:
+    """Whether ``path`` is one of the API's own URLs (not the catch-all)."""
+    try:
+        return resolve(path).url_name != "not-found"
+    except Resolver404:
+        return False
+
+
+@csrf_exempt
+def not_found(request, path: str = ""):
+    """The catch-all at the end of ``api_urls``: a JSON 404 for any other
+    path under ``/api/`` (a malformed run id included) instead of Django's
+    HTML page.  A path that only lacks its trailing slash is redirected on
+    GET/HEAD, as ``APPEND_SLASH`` would (the catch-all stops it), and named
+    in the 404 otherwise (a redirect would lose a POST's body)."""
+    if not request.path.endswith("/") and _is_endpoint(request.path + "/"):
+        with_slash = request.path + "/"
+        if request.method in ("GET", "HEAD"):
+            query = request.META.get("QUERY_STRING", "")
+            return HttpResponsePermanentRedirect(with_slash + (f"?{query}" if query else ""))
+        detail = f"No API endpoint at {request.path}: use {with_slash} (with the trailing slash)."
+    else:
+        detail = (
+            f"No API endpoint at {request.path}. The endpoints are /api/runs/ and "
+            "/api/runs/<run id>/ (a UUID) with events/, download.zip and report.html; see docs/API.md."
+        )
+    return JsonResponse({"detail": detail}, status=404)
 
 
 # --- the API token page --------------------------------------------------------

@@ -1,5 +1,5 @@
 """URLs of the JSON API (``/api/``, namespace ``api``); see ``docs/API.md``."""
-from django.urls import path
+from django.urls import path, re_path
 
 from webapp.runs import api
 
@@ -12,4 +12,6 @@ urlpatterns = [
     path("runs/<uuid:run_id>/download.zip", api.RunDownload.as_view(), name="download"),
     path("runs/<uuid:run_id>/report.html", api.RunReportHtml.as_view(), name="report-html"),
     path("token/", api.api_token_page, name="token"),
+    # last: any other path under /api/ is a JSON 404, never Django's HTML page
+    re_path(r"^(?P<path>.*)$", api.not_found, name="not-found"),
 ]
