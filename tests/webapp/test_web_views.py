@@ -6,6 +6,7 @@ import zipfile
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
+from django.utils.http import content_disposition_header
 
 from webapp.runs.models import Run, RunEvent
 
@@ -155,3 +156,43 @@ def test_zip_download_is_for_the_owner_only(client, make_run, media_root, sample
 def test_zip_download_of_an_unfinished_run_is_not_found(user_client, make_run):
     run = make_run(state="running")
     assert user_client.get(reverse("runs:download", args=[run.id])).status_code == 404
+
+
+EVIL_NAME = "evil<img src=x onerror=alert(1)>.py"
+
+
+def test_upload_filenames_are_sanitised(user_client, good_model, monkeypatch):
+    """The page and the API store the name as get_valid_filename makes it:
+    no <, >, quotes or spaces reach the pages, the zip or a download's name."""
+    from rest_framework.authtoken.models import Token
+    from rest_framework.test import APIClient
+
+    monkeypatch.setattr("webapp.runs.tasks.optimize_run.delay", lambda run_id: None)
+    assert upload(user_client, good_model, name=EVIL_NAME).status_code == 302
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=Run.objects.get().owner).key}")
+    response = api.post(reverse("api:runs"), {"model": SimpleUploadedFile('a "b" <c>.py', good_model)}, format="multipart")
+    assert response.status_code == 201, response.content
+    assert response.json()["model"] == "a_b_c.py"
+    assert sorted(Run.objects.values_list("original_filename", flat=True)) == ["a_b_c.py", "evilimg_srcx_onerroralert1.py"]
+
+
+@pytest.mark.parametrize(
+    "filename, folder",
+    [(EVIL_NAME, "evilimg_srcx_onerroralert1"), ('my "model".py', "my_model"), ("<>.py", "model"),
+     ("..py", "model"), ("scores.py", "scores"), ("модель.py", "модель")],
+)
+def test_download_names_are_safe_for_runs_stored_before_names_were_sanitised(
+    user_client, make_run, media_root, sample_report, filename, folder
+):
+    run = finished_run_with_output(make_run, media_root, sample_report)
+    Run.objects.filter(pk=run.pk).update(original_filename=filename)  # as an old row holds it
+    folder = f"{folder}-lego-{str(run.id)[:8]}"
+    response = user_client.get(reverse("runs:download", args=[run.id]))
+    assert response["Content-Disposition"] == content_disposition_header(True, f"{folder}.zip")
+    names = zipfile.ZipFile(io.BytesIO(b"".join(response.streaming_content))).namelist()
+    assert {name.split("/")[0] for name in names} == {folder}
+    response = user_client.get(reverse("runs:report-html", args=[run.id]))
+    assert response["Content-Disposition"] == content_disposition_header(True, f"{folder}-report.html")
+    if folder.isascii():
+        assert response["Content-Disposition"] == f'attachment; filename="{folder}-report.html"'

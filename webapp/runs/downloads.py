@@ -7,14 +7,24 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from django.core.exceptions import SuspiciousFileOperation
 from django.http import FileResponse, Http404, HttpResponse
+from django.utils.http import content_disposition_header
+from django.utils.text import get_valid_filename
 
 from webapp.runs.models import Run
 
 
 def zip_folder_name(run: Run) -> str:
-    """``<model>-lego-<first 8 hex of the run id>``: the zip's top folder."""
-    return f"{Path(run.original_filename).stem}-lego-{str(run.id)[:8]}"
+    """``<model>-lego-<first 8 hex of the run id>``: the zip's top folder
+    (and the downloads' names).  ``<model>`` is made safe here too, for runs
+    stored before uploads' names were (letters, digits, -, _ and . only;
+    ``model`` when nothing is left)."""
+    try:
+        stem = get_valid_filename(Path(run.original_filename).stem)
+    except SuspiciousFileOperation:  # nothing usable left ("", "." or "..")
+        stem = ""
+    return f"{stem.strip('.') or 'model'}-lego-{str(run.id)[:8]}"
 
 
 def finished_output(run: Run) -> Path:
@@ -47,5 +57,6 @@ def report_html_response(run: Run, *, attachment: bool = True) -> HttpResponse:
     path = ensure_report_html(run, finished_output(run))
     response = HttpResponse(path.read_bytes(), content_type="text/html; charset=utf-8")
     if attachment:
-        response["Content-Disposition"] = f'attachment; filename="{zip_folder_name(run)}-report.html"'
+        # as FileResponse writes it: filename*= for a name that is not ASCII
+        response["Content-Disposition"] = content_disposition_header(True, f"{zip_folder_name(run)}-report.html")
     return response

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from django import forms
 from django.conf import settings
+from django.utils.text import get_valid_filename
 
 from lego_core import ProblemError, parse_overrides
 from webapp.runs.models import Run
@@ -57,7 +58,8 @@ class RunForm(forms.ModelForm):
 
         run = self.save(commit=False)
         run.owner = owner
-        run.original_filename = Path(self.cleaned_data["upload"].name).name
+        # letters, digits, -, _ and . only: the name is shown on pages and names the download
+        run.original_filename = get_valid_filename(Path(self.cleaned_data["upload"].name).name)
         run.save()
         transaction.on_commit(lambda: optimize_run.delay(str(run.id)))
         return run
