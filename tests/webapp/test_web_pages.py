@@ -449,3 +449,23 @@ def test_event_stream_dedupes_reconnects_after_gaps_and_drops_and_stops_on_4404(
         assert page.lego_log["errors"] == []
     finally:
         page.context.close()
+
+
+# --- the favicon -------------------------------------------------------------------
+
+ICON = '<link rel="icon" href="data:image/svg+xml,'
+
+
+def test_every_page_has_an_inline_icon_so_browsers_ask_no_favicon_ico(client, user, finished_run):
+    """Without one, every page logs a 404 for /favicon.ico in the console."""
+    pages = {"login": page_of(client.get(reverse("login")))}
+    client.force_login(user)
+    for name, args in (("runs:list", []), ("runs:new", []), ("runs:detail", [finished_run.id]), ("api:token", [])):
+        pages[name] = page_of(client.get(reverse(name, args=args)))
+    token = finished_run.create_share_token()
+    pages["shared"] = page_of(Client().get(reverse("runs:shared", args=[token])))
+    pages["report.html"] = report_html.render_report_html(finished_run)
+    for name, page in pages.items():
+        head = page.split("</head>", 1)[0]
+        assert head.count(ICON) == 1, name
+        assert "favicon.ico" not in page, name
