@@ -220,12 +220,14 @@ def test_states_follow_the_events(page):
     )
     at = lambda seq: snapshots[seq - 1]  # noqa: E731
     assert at(5)["or2"] == "pending"
+    assert at(21)["or0"] == "pending"  # no plan yet
     assert at(14)["or2"] == "running"
     assert at(17)["or2"] == "running"  # a kernel waits for verification
     assert at(18)["or2"] == "verified"
     assert at(20)["or4"] == "verified"  # dedupe: follows its source
     assert at(21)["and1"] == "pending"
     assert at(22)["or2"] == at(22)["or4"] == "chosen" and at(22)["and1"] == "chosen"
+    assert at(22)["or0"] == "chosen"  # the plan goes through its decomposition and1
     assert at(23)["or3"] == "running"
     assert at(26)["or3"] == "failed"
     assert at(27)["or3"] == "running"  # the retry
@@ -239,7 +241,11 @@ def test_states_follow_the_events(page):
     assert at(45)["and9"] == "pending"
     assert at(51)["and9"] == "pending" and at(51)["or10"] == "verified"
     assert at(55)["and9"] == "verified"
-    assert at(56)["and9"] == "chosen" and at(56)["or3"] == "failed"
+    # or3's own kernels failed, but the plan goes through its decomposition and9
+    assert at(56)["and9"] == "chosen" and at(56)["or3"] == "chosen"
+    assert at(57)["and5"] == "pending"  # the run still goes
+    assert at(58)["and5"] == "unexplored"  # ended: the search never finished it
+    assert not [k for k, v in at(58).items() if v == "pending"]
 
     model = page.evaluate(
         """() => { const m = T.model; const n = id => m.nodes.get(id);
@@ -247,7 +253,7 @@ def test_states_follow_the_events(page):
                      chosen: [...m.chosen], items: m.chosenItems(), order: m.order,
                      or4: {reused: n('or4').reused, from: n('or4').reusedFrom, via: n('or4').reusedVia, outcome: n('or4').outcome},
                      or8: {reused: n('or8').reused, from: n('or8').reusedFrom, via: n('or8').reusedVia},
-                     or3: {attempts: n('or3').attempts, cands: n('or3').candidates.map(c => [c.id, c.verification.passed, c.verification.reason])},
+                     or3: {attempts: n('or3').attempts, outcome: n('or3').outcome, via: m.chosenVia('or3'), cands: n('or3').candidates.map(c => [c.id, c.verification.passed, c.verification.reason])},
                      or2: {lib: n('or2').library, cand: n('or2').candidates[0], transcript: n('or2').transcript.length,
                            depth: n('or2').depth, children: n('and1').children},
                      failure: m.failure, finished: m.finished}; }"""
@@ -256,6 +262,7 @@ def test_states_follow_the_events(page):
     assert model["or4"] == {"reused": True, "from": "or2", "via": "dedupe", "outcome": "verified"}
     assert model["or8"] == {"reused": True, "from": "cache", "via": "cache"}
     assert model["or3"]["attempts"] == 2
+    assert model["or3"]["outcome"] == "failed" and model["or3"]["via"] == {"item": False, "via": ["and9"]}
     assert model["or3"]["cands"] == [["or3-template-1", False, "max abs error 0.5 > 1e-4"]]
     assert model["or2"]["lib"] == {"ms": 0.02, "measured": False}
     assert model["or2"]["cand"]["timing"] == {"ms": 0.005, "measured": False, "baseline_ms": 0.02}
@@ -285,6 +292,60 @@ def test_states_follow_the_events(page):
     assert again == {"applied": 0, "same": True, "lastSeq": 58}
 
 
+# A run that ended with most of its tree never worked on: the plan is the
+# library plan of and1's leaves; a second decomposition and5 was never tried.
+UNEXPLORED = wire([
+    ("run_started", dict(model="tiny.py", overrides={}, dtype="fp32", device="cpu")),  # 1
+    node("or0", "or", None, "Model", "sig0"),  # 2
+    node("and1", "and", "or0", "by module hierarchy"),  # 3
+    leaf("or2", "and1", "ln", "sigA"),  # 4
+    leaf("or3", "and1", "attn", "sigB"),  # 5
+    node("and5", "and", "or0", "another split"),  # 6
+    leaf("or6", "and5", "first half", "sigC"),  # 7
+    leaf("or7", "and5", "second half", "sigD"),  # 8
+    ("stage_started", dict(stage="search", total=4)),  # 9
+    timed("or2", "or2-library", 0.02), timed("or3", "or3-library", 0.03),  # 10, 11
+    plan(1.0, ["or2", "or3"], initial=True),  # 12
+    ("run_finished", dict(out_dir="/tmp/out", summary={})),  # 13
+])
+
+
+def test_finished_tree_colours_the_plan_path_and_marks_unexplored_nodes(page):
+    states = page.evaluate(
+        """(events) => { const out = [];
+             for (const e of events) { T.model.apply(e);
+               out.push(Object.fromEntries([...T.model.nodes.values()].map(n => [n.id, n.state]))); }
+             T.view.redraw(); T.panel.show('or0'); return out; }""",
+        UNEXPLORED,
+    )
+    # while the run goes, untouched nodes are pending; the plan path is chosen up to the root
+    assert states[11] == {"or0": "chosen", "and1": "chosen", "or2": "chosen", "or3": "chosen",
+                          "and5": "pending", "or6": "pending", "or7": "pending"}
+    # once it ended, they were "not explored"
+    assert states[12] == {**states[11], "and5": "unexplored", "or6": "unexplored", "or7": "unexplored"}
+    assert page.evaluate("() => [T.model.ended, T.model.chosenVia('or0'), T.model.chosenVia('or2')]") == [
+        True, {"item": False, "via": ["and1"]}, {"item": True, "via": []}]
+
+    legend = page.inner_text(".tree-legend")
+    assert "not explored\n3" in legend and "in the plan\n4" in legend and "pending" not in legend
+    colors = page.evaluate("""() => { const t = T.view.plot.data.find(t => t.name === 'OR nodes');
+                                      return Object.fromEntries(t.customdata.map((id, i) => [id, t.marker.color[i]])); }""")
+    assert colors["or6"] == colors["or7"] == "#d3d8de" != colors["or0"] == colors["or2"] == "#7b3fb5"
+    hover = page.evaluate("() => T.view.plot.data.find(t => t.name === 'OR nodes').text[T.view.plot.data.find(t => t.name === 'OR nodes').customdata.indexOf('or6')]")
+    assert "not explored" in hover
+
+    # the root's panel says why it is in the plan, not "pending" / "No kernel candidates yet"
+    summary = page.inner_text("#node-panel .node-summary")
+    assert "in the plan through decomposition and1" in summary and "pending" not in summary
+    candidates = page.inner_text("#node-panel .node-candidates")
+    assert "No kernel candidates yet" not in candidates and "through decomposition and1" in candidates
+    page.click("#node-panel .node-summary .node-state a[data-node-id='and1']")
+    assert page.evaluate("() => T.selected.at(-1)") == ["panel", "and1"]
+    page.evaluate("() => T.panel.show('or6')")
+    assert "not explored" in page.inner_text("#node-panel .node-summary")
+    assert "the run ended without work on this node" in page.inner_text("#node-panel .node-candidates")
+
+
 def test_run_failed_and_raw_events(page):
     # raw lego_core dicts (no seq) are numbered on arrival
     result = page.evaluate(
@@ -306,8 +367,9 @@ def test_tree_traces_and_click_opens_the_transcript(page):
     assert points["shared edges"] == 0 and points["selected"] == 0
     assert page.evaluate("() => T.view.plot.data.find(t => t.name === 'OR nodes').type") == "scattergl"
     legend = page.inner_text(".tree-legend")
-    for word in ("pending", "running", "verified", "failed", "library", "in the plan", "reused"):
+    for word in ("not explored", "running", "verified", "failed", "library", "in the plan", "reused"):
         assert word in legend
+    assert "pending" not in legend  # the run ended: what was never worked on is "not explored"
 
     # a real click on or3's marker: plotly_click -> onSelect -> the panel
     page.wait_for_timeout(100)

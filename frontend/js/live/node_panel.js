@@ -27,6 +27,7 @@
     failed: "every kernel failed verification",
     library: "library (the agent gave no kernel)",
     chosen: "in the current plan",
+    unexplored: "not explored (the run ended before any work on it)",
   };
   var LONG_REFERENCE_LINES = 60;
 
@@ -191,7 +192,16 @@
     title.appendChild(el("span", "node-label", n.label || n.id));
     head.appendChild(title);
     var badges = el("p", "node-badges");
-    badges.appendChild(el("span", "node-state node-state-" + n.state, STATE_TEXT[n.state] || n.state));
+    var why = typeof model.chosenVia === "function" ? model.chosenVia(n.id) : null;
+    var via = why && !why.item && why.via.length ? why.via : null;
+    var badge = el("span", "node-state node-state-" + n.state, STATE_TEXT[n.state] || n.state);
+    if (via) {
+      // an OR node whose plan goes through one of its decompositions
+      badge.textContent = "in the plan through decomposition ";
+      badge.appendChild(this._links(via, 4));
+      badge.classList.add("node-state-via");
+    }
+    badges.appendChild(badge);
     if (n.state === "chosen" && n.outcome && n.outcome !== "chosen") {
       badges.appendChild(el("span", "node-outcome", "own result: " + (STATE_TEXT[n.outcome] || n.outcome)));
     }
@@ -308,7 +318,21 @@
     }
     cands.appendChild(table);
     if (!list.length) {
-      cands.appendChild(el("p", "muted", n.state === "running" ? "Waiting for the agent\u2026" : "No kernel candidates yet."));
+      var none = el("p", "muted node-no-candidates");
+      if (via) {
+        none.appendChild(document.createTextNode("No kernel candidates: the plan uses this sub-problem through decomposition "));
+        none.appendChild(this._links(via, 4));
+        none.appendChild(document.createTextNode(" (its parts are implemented instead)."));
+      } else if (n.state === "running") {
+        none.textContent = "Waiting for the agent\u2026";
+      } else if (n.state === "unexplored") {
+        none.textContent = "No kernel candidates: the run ended without work on this node.";
+      } else if (model.ended || n.state === "library") {
+        none.textContent = "No kernel candidates.";
+      } else {
+        none.textContent = "No kernel candidates yet.";
+      }
+      cands.appendChild(none);
     }
     root.appendChild(cands);
 

@@ -17,6 +17,10 @@
  *
  * OR nodes
  *   pending   created, no work on it yet (also: leaves no agent is asked for)
+ *   unexplored  what pending becomes once the run ended (run_finished or
+ *             run_failed): the search never worked on the node. A distinct
+ *             state with its own neutral colour, so a finished tree does not
+ *             look as if it still waited for work.
  *   running   node_started was seen and its result has not arrived: waiting
  *             for the cache/agent, or a proposed kernel waits for verification
  *   verified  some kernel candidate passed verification
@@ -30,8 +34,11 @@
  *             work is over), when a node reusing it reports usable=false, when
  *             a node_reused via cache says usable=false, or when the search or
  *             the run ends. A candidate arriving later corrects it.
- *   chosen    the node is in the latest plan_improved's `chosen` list; this
- *             overrides all of the above.
+ *   chosen    the node is in the plan: it is in the latest plan_improved's
+ *             `chosen` list (a plan item), or one of its AND children is
+ *             chosen (the plan goes through that decomposition; see
+ *             chosenVia()). This overrides all of the above, so the chosen
+ *             sub-tree from the root down to the plan items is coloured.
  *   Reused nodes (node_reused) are flagged reused (reusedFrom, reusedVia).
  *   via dedupe: the node follows its source node's outcome (its candidates are
  *   the source's); via cache: the node's own cached candidate decides.
@@ -41,6 +48,8 @@
  *   verified  it has children and all of them are verified or chosen
  *   pending   otherwise (a "combined" mutation AND, which has no children of
  *             its own, only `shared` ones, stays pending)
+ *   unexplored  what pending becomes once the run ended: the search did not
+ *             finish this decomposition
  *
  * Header: agentCalls = node_started events minus cache hits (node_reused via
  * cache); tokens = sum of transcript tokens; speedup, costMs, baselineMs and
@@ -91,6 +100,7 @@
     this.planHistory = [];
     this.failure = null;
     this.finished = null;
+    this.ended = false; // run_finished or run_failed applied: pending reads "unexplored"
     this._firstTs = null;
     this._starts = 0;
     this._cacheHits = 0;
@@ -161,6 +171,22 @@
     if (!n) return [];
     var src = this.sourceOf(n);
     return src && !n.candidates.length ? src.candidates : n.candidates;
+  };
+
+  /* Why an OR node is chosen: {item: true} when it is a plan item itself,
+     {item: false, via: [AND ids]} when the plan goes through its chosen
+     decomposition(s), null when it is not in the plan. */
+  RunModel.prototype.chosenVia = function (id) {
+    var n = this.nodes.get(String(id));
+    if (!n || n.state !== "chosen") return null;
+    if (n.kind === "and") return { item: false, via: [] };
+    if (this.chosen.has(n.id)) return { item: true, via: [] };
+    var via = [];
+    for (var i = 0; i < n.children.length; i++) {
+      var c = this.nodes.get(n.children[i]);
+      if (c && c.kind === "and" && c.state === "chosen") via.push(c.id);
+    }
+    return { item: false, via: via };
   };
 
   /* The latest plan's items, in schedule order. */
@@ -249,7 +275,7 @@
         if (s === "chosen") anyChosen = true;
         if (s !== "verified" && s !== "chosen") allDone = false;
       }
-      return anyChosen ? "chosen" : allDone ? "verified" : "pending";
+      return anyChosen ? "chosen" : allDone ? "verified" : this._pending();
     }
     var src = this.sourceOf(n);
     if (src && !n.candidates.length && !n._running) return src.outcome;
@@ -268,11 +294,27 @@
     if (kernels && failed === kernels) return "failed";
     if (n._noKernel) return "library";
     if (waiting) return "running";
-    return "pending";
+    return this._pending();
+  };
+
+  RunModel.prototype._pending = function () {
+    return this.ended ? "unexplored" : "pending";
+  };
+
+  /* An OR node is in the plan when it is a plan item or when one of its
+     decompositions (AND children) is chosen. */
+  RunModel.prototype._inPlan = function (n) {
+    if (this.chosen.has(n.id)) return true;
+    for (var i = 0; i < n.children.length; i++) {
+      var c = this.nodes.get(n.children[i]);
+      if (c && c.kind === "and" && c.state === "chosen") return true;
+    }
+    return false;
   };
 
   /* Recompute a node's state and, when it changes, its dependents' (nodes
-     reusing it, its parent AND). */
+     reusing it, its parent: an AND follows its parts, an OR its
+     decompositions). */
   RunModel.prototype._refresh = function (id) {
     var stack = [id];
     var guard = 0;
@@ -280,7 +322,7 @@
       var n = this.nodes.get(stack.pop());
       if (!n) continue;
       var outcome = this._computeOutcome(n);
-      var state = n.kind === "or" && this.chosen.has(n.id) ? "chosen" : outcome;
+      var state = n.kind === "or" && this._inPlan(n) ? "chosen" : outcome;
       if (outcome === n.outcome && state === n.state) continue;
       n.outcome = outcome;
       n.state = state;
@@ -289,7 +331,18 @@
         var followers = this._followers.get(n.id);
         if (followers) for (var i = 0; i < followers.length; i++) stack.push(followers[i]);
       }
-      if (n.parent && this.nodes.has(n.parent) && this.nodes.get(n.parent).kind === "and") stack.push(n.parent);
+      if (n.parent && this.nodes.has(n.parent)) stack.push(n.parent);
+    }
+  };
+
+  /* The run ended: every node still pending becomes unexplored. */
+  RunModel.prototype._end = function () {
+    this._settle(true);
+    if (this.ended) return;
+    this.ended = true;
+    for (var i = 0; i < this.order.length; i++) {
+      var n = this.nodes.get(this.order[i]);
+      if (n && n.outcome === "pending") this._refresh(n.id);
     }
   };
 
@@ -527,17 +580,17 @@
       this.header.state = "finished";
       this.header.endedTs = ts;
       this.finished = d;
-      this._settle(true);
+      this._end();
     },
 
     run_failed: function (d, ts) {
       this.header.state = "failed";
       this.header.endedTs = ts;
       this.failure = d;
-      this._settle(true);
+      this._end();
     },
   };
 
-  RunModel.STATES = ["pending", "running", "verified", "failed", "library", "chosen"];
+  RunModel.STATES = ["pending", "unexplored", "running", "verified", "failed", "library", "chosen"];
   LEGO.RunModel = RunModel;
 })();

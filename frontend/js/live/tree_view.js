@@ -26,7 +26,9 @@
  * shares the whole rest of the plan, ~170 nodes each in a llama run), "OR
  * nodes" (circles), "reused OR nodes" (circles with a dark ring), "AND nodes"
  * (smaller diamonds), "selected" (a ring). Node points carry customdata = node
- * id. layout.uirevision is constant and no axis range is ever set, so the
+ * id. Colours by state (COLORS); the legend shows "pending" while the run
+ * goes and "not explored" (RunModel's unexplored) once it ended.
+ * layout.uirevision is constant and no axis range is ever set, so the
  * user's zoom and pan survive updates. Without WebGL it falls back to
  * "scatter" (SVG, slower).
  */
@@ -42,9 +44,11 @@
     failed: "#d55e00",
     library: "#56677a",
     chosen: "#7b3fb5",
+    unexplored: "#d3d8de",
   };
   var STATE_TEXT = {
     pending: "pending",
+    unexplored: "not explored",
     running: "running",
     verified: "verified",
     failed: "failed",
@@ -128,8 +132,10 @@
 
     var legend = el("div", "tree-legend");
     this._counts = {};
+    this._legendItems = {};
     LEGO.RunModel.STATES.forEach(function (s) {
       var item = el("span", "tree-legend-item tree-legend-" + s);
+      self._legendItems[s] = item;
       var sw = el("i", "tree-swatch");
       sw.style.background = COLORS[s];
       item.appendChild(sw);
@@ -398,6 +404,9 @@
     this._attach();
 
     for (var s in this._counts) this._counts[s].textContent = String(counts[s] || 0);
+    // "pending" while the run goes, "not explored" once it ended (RunModel)
+    this._legendItems.pending.hidden = !!model.ended && !counts.pending;
+    this._legendItems.unexplored.hidden = !model.ended && !counts.unexplored;
     this._stats.textContent = n + " nodes";
     this._empty.style.display = n ? "none" : "";
     this._drawnKey = key;
