@@ -196,3 +196,39 @@ def test_download_names_are_safe_for_runs_stored_before_names_were_sanitised(
     assert response["Content-Disposition"] == content_disposition_header(True, f"{folder}-report.html")
     if folder.isascii():
         assert response["Content-Disposition"] == f'attachment; filename="{folder}-report.html"'
+
+
+def options_on_pages(client, run) -> tuple[str, str, list[str]]:
+    """The overrides as the run page, the runs list and the API show them."""
+    import html
+    import re
+
+    from rest_framework.authtoken.models import Token
+    from rest_framework.test import APIClient
+
+    page = client.get(reverse("runs:detail", args=[run.id])).content.decode()
+    detail = html.unescape(re.search(r'<dd id="run-options">([^<]*)</dd>', page).group(1))
+    page = client.get(reverse("runs:list")).content.decode()
+    listed = html.unescape(re.search(r'<td class="options">([^<]*)</td>', page).group(1))
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.get_or_create(user=run.owner)[0].key}")
+    return detail, listed, list(api.get(reverse("api:run", args=[run.id])).json()["overrides"])
+
+
+def test_overrides_show_in_the_order_typed_everywhere(user_client, good_model, monkeypatch):
+    """PostgreSQL's jsonb reorders an object's keys (shortest first); the
+    run page, the list and the API keep the order they were typed in."""
+    monkeypatch.setattr("webapp.runs.tasks.optimize_run.delay", lambda run_id: None)
+    upload(user_client, good_model, overrides="d_model=64, rows=2\na=1, eps=0.5")
+    run = Run.objects.get()
+    assert run.overrides == {"d_model": 64, "rows": 2, "a": 1, "eps": 0.5}
+    detail, listed, api_keys = options_on_pages(user_client, run)
+    assert detail == listed == "fp32 on cpu, d_model=64, rows=2, a=1, eps=0.5"
+    assert api_keys == ["d_model", "rows", "a", "eps"]
+
+
+def test_overrides_of_runs_saved_without_their_order_are_sorted_by_name(user_client, make_run):
+    run = make_run(overrides={"rows": 2, "d_model": 64, "a": 1})
+    detail, listed, api_keys = options_on_pages(user_client, run)
+    assert detail == listed == "fp32 on cpu, a=1, d_model=64, rows=2"
+    assert api_keys == ["a", "d_model", "rows"]

@@ -113,7 +113,7 @@ def run_json(request, run: Run) -> dict[str, Any]:
     return {
         **presenters.run_status(run),
         "model": run.original_filename,
-        "overrides": run.overrides,
+        "overrides": run.ordered_overrides,
         "dtype": run.dtype,
         "device": run.device,
         "created": run.created_at,

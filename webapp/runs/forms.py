@@ -60,6 +60,7 @@ class RunForm(forms.ModelForm):
         run.owner = owner
         # letters, digits, -, _ and . only: the name is shown on pages and names the download
         run.original_filename = get_valid_filename(Path(self.cleaned_data["upload"].name).name)
+        run.override_order = list(self.cleaned_data["overrides"])  # as typed (jsonb reorders keys)
         run.save()
         transaction.on_commit(lambda: optimize_run.delay(str(run.id)))
         return run

@@ -9,6 +9,7 @@ from __future__ import annotations
 import secrets
 import uuid
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 from django.db import models
@@ -37,6 +38,10 @@ class Run(models.Model):
     original_filename = models.CharField(max_length=255)
     upload = models.FileField(upload_to=upload_path, max_length=500)
     overrides = models.JSONField(default=dict, blank=True)
+    # the overrides' names in the order they were typed: PostgreSQL's jsonb
+    # stores an object's keys in its own order (SQLite keeps them), so
+    # pages and the API show ``override_items``, never ``overrides.items()``
+    override_order = models.JSONField(default=list, blank=True)
     dtype = models.CharField(max_length=8, choices=DTYPES, default="fp32")
     device = models.CharField(max_length=8, choices=DEVICES, default="cpu")
     state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED, db_index=True)
@@ -60,6 +65,21 @@ class Run(models.Model):
 
     def __str__(self) -> str:
         return f"{self.original_filename} ({self.state})"
+
+    @property
+    def override_items(self) -> list[tuple[str, Any]]:
+        """``[(name, value)]`` in the order typed (``override_order``); a
+        run saved without that order (before it was kept) lists its
+        overrides sorted by name, the same on every database."""
+        overrides = self.overrides or {}
+        names = [name for name in dict.fromkeys(self.override_order or []) if name in overrides]
+        names += sorted(name for name in overrides if name not in names)
+        return [(name, overrides[name]) for name in names]
+
+    @property
+    def ordered_overrides(self) -> dict[str, Any]:
+        """``overrides`` as a dict in the order of ``override_items``."""
+        return dict(self.override_items)
 
     @property
     def is_active(self) -> bool:
