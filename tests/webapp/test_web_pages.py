@@ -227,6 +227,70 @@ def test_runs_list_filters_by_state_with_counts(user_client, make_run, other_use
     assert page.count("<tr data-state=") == 4
 
 
+def list_rows(page: str) -> list[tuple[str, str]]:
+    """``[(model, options)]`` of the runs table, top to bottom."""
+    return [(html.unescape(name), html.unescape(options)) for name, options in re.findall(
+        r'<tr data-state="\w+">\s*<td><a [^>]*>([^<]*)</a>.*?<td class="options">([^<]*)</td>', page, re.S
+    )]
+
+
+def test_runs_list_shows_each_runs_overrides(user_client, make_run):
+    """Three runs of one model that differ only in their overrides."""
+    make_run(filename="scores.py", overrides={"rows": 2}, override_order=["rows"])
+    make_run(filename="scores.py", overrides={"rows": 16, "d_in": 40}, override_order=["rows", "d_in"], dtype="bf16")
+    make_run(filename="scores.py", overrides={}, device="cuda")
+    page = page_of(user_client.get(reverse("runs:list")))
+    assert list_rows(page) == [
+        ("scores.py", "fp32 on cuda"),
+        ("scores.py", "bf16 on cpu, rows=16, d_in=40"),
+        ("scores.py", "fp32 on cpu, rows=2"),
+    ]
+
+
+def test_runs_list_reads_no_reports(user_client, make_run, sample_report, django_assert_max_num_queries):
+    """The speedup and its kind come from the database's JSON; the reports
+    themselves stay in the database, and the query count does not grow
+    with the runs."""
+    for n in range(12):
+        make_run(filename=f"m{n}.py", state="finished", report=sample_report)
+    with django_assert_max_num_queries(8):
+        response = user_client.get(reverse("runs:list"))
+    runs = list(response.context["runs"])
+    assert len(runs) == 12 and all("report" in run.get_deferred_fields() for run in runs)
+    assert page_of(response).count("2.16× <span class=\"kind\">estimated</span>") == 12
+
+
+def test_runs_list_is_paged_by_50_and_keeps_the_state_filter(user_client, user):
+    Run.objects.bulk_create(
+        [Run(owner=user, original_filename=f"done{n}.py", state="finished") for n in range(55)]
+        + [Run(owner=user, original_filename=f"broken{n}.py", state="failed") for n in range(3)]
+    )
+    url = reverse("runs:list")
+
+    page = page_of(user_client.get(url, {"state": "finished"}))
+    assert page.count('<tr data-state="finished">') == 50
+    pages = page.split('id="run-pages"')[1].split("</nav>")[0]
+    assert 'href="?state=finished&amp;page=2" rel="next"' in pages and 'rel="prev"' not in pages
+    assert "runs 1–50 of 55, page 1 of 2" in pages
+
+    page = page_of(user_client.get(url, {"state": "finished", "page": 2}))
+    assert page.count('<tr data-state="finished">') == 5
+    pages = page.split('id="run-pages"')[1].split("</nav>")[0]
+    assert 'href="?state=finished&amp;page=1" rel="prev"' in pages and 'rel="next"' not in pages
+    # the filter's counts are of all the user's runs, whatever the page
+    assert re.search(r'data-state="failed">failed <span class="count">3</span>', page)
+
+    every = [page_of(user_client.get(url, {"page": n})) for n in (1, 2)]
+    assert [p.count("<tr data-state=") for p in every] == [50, 8]
+    assert 'href="?page=2" rel="next"' in every[0] and 'href="?page=1" rel="prev"' in every[1]
+    names = re.findall(r'<td><a href="[^"]*">([^<]*)</a></td>', every[0] + every[1])
+    assert sorted(names) == sorted([f"done{n}.py" for n in range(55)] + [f"broken{n}.py" for n in range(3)])
+
+    assert page_of(user_client.get(url, {"page": "999"})).count("<tr data-state=") == 8  # the last page
+    assert page_of(user_client.get(url, {"page": "x"})).count("<tr data-state=") == 50  # the first
+    assert 'id="run-pages"' not in page_of(user_client.get(url, {"state": "failed"}))  # one page: no links
+
+
 # --- report.html -----------------------------------------------------------------
 
 
