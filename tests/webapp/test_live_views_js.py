@@ -434,6 +434,39 @@ def test_zoom_survives_updates(page):
     assert page.evaluate("() => T.tracePoints()['OR nodes'] + T.tracePoints()['reused OR nodes'] + T.tracePoints()['AND nodes']") == 11
 
 
+def test_markers_shrink_when_dense_and_grow_when_zoomed(page):
+    # the hint sits above the plot
+    hint = page.locator("#tree .tree-hint")
+    assert "scroll to zoom, drag to pan, double-click to reset" in hint.inner_text().lower()
+    assert page.evaluate("() => !!(document.querySelector('#tree .tree-hint').compareDocumentPosition(T.view.plot) & Node.DOCUMENT_POSITION_FOLLOWING)")
+    marker = """(name) => { const t = T.view.plot.data.find(t => t.name === name); return t.marker; }"""
+
+    # a few nodes: full-size markers; reused ones with a thin, not black, ring
+    page.evaluate("(events) => { T.feed(events); T.view.redraw(); }", SMALL)
+    assert page.evaluate(marker, "OR nodes")["size"] == 10
+    ring = page.evaluate(marker, "reused OR nodes")["line"]
+    assert 1 <= ring["width"] <= 1.5 and ring["color"].lower() not in ("#000", "#000000", "#111111", "#1b1b1b")
+
+    # 1,100 leaves across about 900 px: small markers (at least 4 px), no pile of 10 px discs
+    page.evaluate("() => T.start()")
+    page.evaluate("(events) => { T.feed(events); T.view.redraw(); }", big_tree(2000))
+    size = page.evaluate(marker, "OR nodes")["size"]
+    spacing = page.evaluate("""() => { const fl = T.view.plot._fullLayout;
+                                        return fl.xaxis._length / (fl.xaxis.range[1] - fl.xaxis.range[0]); }""")
+    assert spacing < 2 and size == 4, (spacing, size)
+    assert page.evaluate(marker, "AND nodes")["size"] < 7
+
+    # zoomed in (as the wheel does): the markers grow back, the zoom stays
+    draws = page.evaluate("() => T.view.draws")
+    page.evaluate("() => Plotly.relayout(T.view.plot, {'xaxis.range': [100, 120], 'yaxis.range': [-9, -3]})")
+    page.wait_for_function(f"() => T.view.draws > {draws}", timeout=5000)
+    assert page.evaluate(marker, "OR nodes")["size"] == 10
+    assert page.evaluate("() => T.view.plot.layout.xaxis.range") == [100, 120]
+    # double-click (autorange): small again
+    page.evaluate("() => Plotly.relayout(T.view.plot, {'xaxis.autorange': true, 'yaxis.autorange': true})")
+    page.wait_for_function("() => T.view.plot.data.find(t => t.name === 'OR nodes').marker.size === 4", timeout=5000)
+
+
 def test_updates_are_coalesced(page):
     # 100 batches of events in about a second: a handful of redraws, not 100
     events = big_tree(600)

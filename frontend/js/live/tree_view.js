@@ -24,9 +24,13 @@
  * shares from other decompositions; only the selected node's unless the
  * legend's checkbox, or options.showShared, asks for all: a mutation AND
  * shares the whole rest of the plan, ~170 nodes each in a llama run), "OR
- * nodes" (circles), "reused OR nodes" (circles with a dark ring), "AND nodes"
- * (smaller diamonds), "selected" (a ring). Node points carry customdata = node
- * id. Colours by state (COLORS); the legend shows "pending" while the run
+ * nodes" (circles), "reused OR nodes" (circles with a thin dark-slate ring),
+ * "AND nodes" (smaller diamonds), "selected" (a ring). Node points carry
+ * customdata = node id. Marker size follows the zoom (markerSize(): 0.8 of
+ * the leaves' on-screen spacing, 4 to 10 px, recomputed on plotly_relayout),
+ * so a dense tree is not a pile of overlapping discs and Plotly's click
+ * (nearest centre) picks the node drawn under the cursor; a hint above the
+ * plot says how to zoom, pan and reset. Colours by state (COLORS); the legend shows "pending" while the run
  * goes and "not explored" (RunModel's unexplored) once it ended.
  * layout.uirevision is constant and no axis range is ever set, so the
  * user's zoom and pan survive updates. Without WebGL it falls back to
@@ -57,7 +61,9 @@
   };
   var EDGE_COLOR = "#aab2bd";
   var SHARED_COLOR = "rgba(123, 63, 181, 0.45)";
-  var REUSED_RING = "#1b1b1b";
+  var REUSED_RING = "#3b4350"; // dark slate, thin: the state colour stays visible
+  var MAX_SIZE = 10; // OR marker diameter in px when there is room
+  var MIN_SIZE = 4; // ... and when leaves are packed tighter than that
   var SELECT_COLOR = "#111111";
 
   function esc(s) {
@@ -173,6 +179,8 @@
     legend.appendChild(this._stats);
     c.appendChild(legend);
 
+    this.hint = el("p", "tree-hint", "Scroll to zoom, drag to pan, double-click to reset; click a node to see it in the panel.");
+    c.appendChild(this.hint);
     this.plot = el("div", "tree-plot");
     c.appendChild(this.plot);
     this._empty = el("div", "tree-empty", "The FusionTree appears here once the run builds it.");
@@ -258,6 +266,28 @@
       }
     }
     return { xs: xs, ys: ys, nodes: nodes };
+  };
+
+  /* OR marker diameter in px for the current zoom: 0.8 of the on-screen
+     spacing of neighbouring leaves (one x unit), between MIN_SIZE and
+     MAX_SIZE, so markers do not pile up when zoomed out and the point under
+     the cursor is the one a click picks. Uses the user's axis ranges when
+     they zoomed, else the tree's extent (autorange). */
+  TreeView.prototype.markerSize = function () {
+    var ext = this._extent;
+    if (!ext) return MAX_SIZE;
+    var gd = this.plot;
+    var lay = gd.layout || {};
+    function span(ax, lo, hi) {
+      if (ax && ax.autorange === false && Array.isArray(ax.range)) return Math.abs(ax.range[1] - ax.range[0]);
+      return hi - lo + 1; // autorange pads about half a unit on each side
+    }
+    var xSpan = Math.max(span(lay.xaxis, ext.minX, ext.maxX), 1e-9);
+    var ySpan = Math.max(span(lay.yaxis, ext.minY, ext.maxY), 1e-9);
+    var w = Math.max(50, (gd.clientWidth || 600) - 20); // margins: 10 px each side
+    var h = Math.max(50, (gd.clientHeight || 360) - 20);
+    var size = Math.min((0.8 * w) / xSpan, (0.5 * h) / ySpan);
+    return Math.max(MIN_SIZE, Math.min(MAX_SIZE, Math.round(size * 2) / 2));
   };
 
   /* Where a node is drawn, in data coordinates ({x, y}), or null. */
@@ -354,6 +384,20 @@
       }
     }
 
+    var minX = Infinity, maxX = -Infinity, minY = Infinity, maxY = -Infinity;
+    for (var e = 0; e < n; e++) {
+      if (xs[e] < minX) minX = xs[e];
+      if (xs[e] > maxX) maxX = xs[e];
+      if (ys[e] < minY) minY = ys[e];
+      if (ys[e] > maxY) maxY = ys[e];
+    }
+    this._extent = n ? { minX: minX, maxX: maxX, minY: minY, maxY: maxY } : null;
+    var size = this.markerSize();
+    var andSize = Math.max(3, Math.round(size * 0.7 * 2) / 2);
+    // the reused ring: thin, and none on markers too small to show it and
+    // their state colour (hover still says "reused from")
+    var ring = size >= 7 ? 1.5 : size >= 5 ? 1 : 0;
+
     var type = this.traceType;
     function nodeTrace(name, b, symbol, size, line) {
       return {
@@ -372,12 +416,12 @@
         type: type, mode: "lines", name: "shared edges", x: sx, y: sy, hoverinfo: "skip",
         line: { color: SHARED_COLOR, width: 1, dash: "dash" }, showlegend: false,
       },
-      nodeTrace("OR nodes", orPlain, "circle", 10, { width: 0 }),
-      nodeTrace("reused OR nodes", orReused, "circle", 10, { width: 2, color: REUSED_RING }),
-      nodeTrace("AND nodes", and, "diamond", 7, { width: 0 }),
+      nodeTrace("OR nodes", orPlain, "circle", size, { width: 0 }),
+      nodeTrace("reused OR nodes", orReused, "circle", size, { width: ring, color: REUSED_RING }),
+      nodeTrace("AND nodes", and, "diamond", andSize, { width: 0 }),
       {
         type: type, mode: "markers", name: "selected", x: selX, y: selY, hoverinfo: "skip",
-        marker: { symbol: "circle-open", size: 20, color: SELECT_COLOR, line: { width: 3, color: SELECT_COLOR } },
+        marker: { symbol: "circle-open", size: size + 10, color: SELECT_COLOR, line: { width: size >= 7 ? 3 : 2, color: SELECT_COLOR } },
         showlegend: false,
       },
     ];
@@ -407,6 +451,7 @@
     // "pending" while the run goes, "not explored" once it ended (RunModel)
     this._legendItems.pending.hidden = !!model.ended && !counts.pending;
     this._legendItems.unexplored.hidden = !model.ended && !counts.unexplored;
+    this._drawnSize = size;
     this._stats.textContent = n + " nodes";
     this._empty.style.display = n ? "none" : "";
     this._drawnKey = key;
@@ -421,6 +466,13 @@
     if (this._attached || typeof this.plot.on !== "function") return;
     this._attached = true;
     var self = this;
+    // zoomed or resized: markers sized for the new spacing
+    this.plot.on("plotly_relayout", function () {
+      if (self.markerSize() !== self._drawnSize) {
+        self._drawnKey = null;
+        self._schedule();
+      }
+    });
     this.plot.on("plotly_click", function (ev) {
       var pts = (ev && ev.points) || [];
       for (var i = 0; i < pts.length; i++) {
