@@ -197,7 +197,7 @@ def harness(browser):
     page.set_content((HARNESS / "harness.html").read_text())
     page.add_style_tag(content=(REPO / "frontend" / "css" / "live.css").read_text())
     page.add_script_tag(path=str(PLOTLY_JS))
-    for name in ("run_model.js", "tree_view.js", "node_panel.js"):
+    for name in ("run_model.js", "tree_view.js", "node_panel.js", "charts.js"):
         page.add_script_tag(content=(LIVE / name).read_text())
     page.add_script_tag(content=(HARNESS / "harness.js").read_text())
     yield page, errors
@@ -274,7 +274,10 @@ def test_states_follow_the_events(page):
     assert header["tokens"] == 10 + 20 + 7 + 3 + 5
     assert header["speedup"] == 1.6 and header["baselineMs"] == 0.12 and header["endedTs"] == T0 + 58
     assert [h["speedup"] for h in model["history"]] == [1.0, 1.5, 1.6]
-    assert [h["t"] for h in model["history"]] == [21, 41, 55]  # seconds since run_started
+    # seconds since the search started (stage_started "search", seq 9): the
+    # origin of the report's "first plan after ... s, final after ... s"
+    assert [h["t"] for h in model["history"]] == [13, 33, 47]
+    assert header["searchStartedTs"] == T0 + 9
     assert model["history"][0]["initial"] is True
     assert model["finished"]["out_dir"] == "/tmp/out" and model["failure"] is None
     items = {i["id"]: i for i in model["items"]}
@@ -344,6 +347,30 @@ def test_finished_tree_colours_the_plan_path_and_marks_unexplored_nodes(page):
     page.evaluate("() => T.panel.show('or6')")
     assert "not explored" in page.inner_text("#node-panel .node-summary")
     assert "the run ended without work on this node" in page.inner_text("#node-panel .node-candidates")
+
+
+CHARTS = """(events) => { T.feed(events);
+  for (const id of ['speedup', 'subs']) { const old = document.getElementById(id); if (old) old.remove();
+    const div = document.createElement('div'); div.id = id; div.style.width = '560px'; document.body.appendChild(div); }
+  T.charts = new LEGO.Charts(document.getElementById('speedup'), document.getElementById('subs'), T.model, {throttleMs: 0});
+  T.charts.update(true); return true; }"""
+
+
+def test_speedup_chart_counts_from_the_search_start(page):
+    page.evaluate(CHARTS, SMALL)
+    chart = page.evaluate("""() => { const gd = document.getElementById('speedup');
+                                     return {line: gd.data[0].x, marks: gd.data[1].x, ys: gd.data[1].y,
+                                             title: gd.layout.xaxis.title.text}; }""")
+    # plans at seq 22, 42, 56; the search started at seq 9; the run ended at seq 58
+    assert chart["marks"] == [13, 33, 47] and chart["ys"] == [1.0, 1.5, 1.6]
+    assert chart["line"] == [13, 33, 47, 49]
+    assert chart["title"] == "seconds since the search started"
+    # before any search stage: counted from the run's start, and the axis says so
+    page.evaluate("() => T.start()")
+    no_search = [e for e in SMALL if not (e["type"] == "stage_started" and e["data"]["stage"] == "search")]
+    page.evaluate(CHARTS, no_search)
+    assert page.evaluate("() => document.getElementById('speedup').data[1].x") == [21, 41, 55]
+    assert page.evaluate("() => document.getElementById('speedup').layout.xaxis.title.text") == "seconds since the run started"
 
 
 def test_run_failed_and_raw_events(page):

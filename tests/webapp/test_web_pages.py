@@ -431,6 +431,11 @@ def test_report_html_renders_tree_and_charts_from_file_url(report_file, browser)
         assert page.evaluate("() => document.getElementById('speedup-chart').dataset.points") == "2"
         ys = page.evaluate("() => document.getElementById('speedup-chart').data[1].y")
         assert ys == [1.0, 1.154]
+        # x: seconds since the search started (t0 + 1.0), like the report's time to first/final plan
+        xs = page.evaluate("() => document.getElementById('speedup-chart').data[1].x")
+        assert xs == pytest.approx([0.1, 1.5], abs=1e-6)
+        assert page.evaluate("() => document.getElementById('speedup-chart').layout.xaxis.title.text") == \
+            "seconds since the search started"
         assert page.evaluate("() => document.getElementById('subproblem-chart').dataset.items") == "2"
         assert page.locator("#run-speedup-live .value").inner_text() == "1.15×"
         assert page.locator("#run-tokens").inner_text() == "7"

@@ -1,8 +1,10 @@
 // LEGO.Charts: the run page's two Plotly charts, drawn from a LEGO.RunModel.
 //
 // - #speedup-chart: the best plan's speedup over time (x: seconds since the
-//   run started, y: speedup), a step line with a marker per improvement,
-//   extended to the latest event.
+//   search started, the origin of the report's "first plan after … s, final
+//   after … s"; since the run started before a search stage was seen;
+//   y: speedup), a step line with a marker per improvement, extended to the
+//   latest event.
 // - #subproblem-chart: for each compute sub-problem of the chosen plan, its
 //   library (baseline) time and the chosen implementation's time in ms, as
 //   grouped horizontal bars labelled measured/estimated.  A finished run's
@@ -30,10 +32,17 @@
     return measured === flags.length ? "measured" : "measured/estimated";
   }
 
-  // Seconds since the run started; event times are epoch seconds.
-  function sinceStart(t, startedTs) {
+  // Seconds since `origin` (RunModel.timeOrigin(): the search's start);
+  // event times are epoch seconds, planHistory's t already relative.
+  function sinceStart(t, origin) {
     if (num(t) === null) return null;
-    return t > 1e6 && num(startedTs) !== null ? Math.max(0, t - startedTs) : t;
+    return t > 1e6 && num(origin) !== null ? Math.max(0, t - origin) : t;
+  }
+
+  function timeOrigin(model) {
+    if (model && typeof model.timeOrigin === "function") return model.timeOrigin();
+    const h = (model && model.header) || {};
+    return num(h.startedTs);
   }
 
   // The chosen plan's compute items: [{id, label, baselineMs, chosenMs, measured, baselineMeasured, implementation}].
@@ -117,11 +126,11 @@
     }
 
     speedupPoints() {
-      const h = (this.model && this.model.header) || {};
+      const origin = timeOrigin(this.model);
       const history = (this.model && this.model.planHistory) || [];
       return history
         .map((p) => ({
-          x: sinceStart(p.t, h.startedTs),
+          x: sinceStart(p.t, origin),
           y: num(p.speedup),
           measured: !!p.measured,
           initial: !!p.initial,
@@ -142,7 +151,7 @@
           (p.costMs !== null && p.baselineMs !== null ? `<br>${LEGO_sig(p.costMs)} ms vs ${LEGO_sig(p.baselineMs)} ms` : "")
       );
       // the step line runs on to the latest event (or the end of the run)
-      const endX = sinceStart(h.endedTs || h.lastTs, h.startedTs);
+      const endX = sinceStart(h.endedTs || h.lastTs, timeOrigin(this.model));
       const lineX = xs.slice();
       const lineY = ys.slice();
       if (points.length && endX !== null && endX > xs[xs.length - 1]) {
@@ -189,7 +198,11 @@
             font: { size: 11, color: "#667085" },
           },
         ],
-        xaxis: { title: { text: "seconds since start" }, rangemode: "tozero", zeroline: false },
+        xaxis: {
+          title: { text: num(h.searchStartedTs) !== null ? "seconds since the search started" : "seconds since the run started" },
+          rangemode: "tozero",
+          zeroline: false,
+        },
         yaxis: { title: { text: "speedup ×" }, rangemode: "tozero" },
         // speedup 1: the library plan
         shapes: [{ type: "line", layer: "below", xref: "paper", x0: 0, x1: 1, y0: 1, y1: 1, line: { color: "#c0c4cc", dash: "dot", width: 1 } }],

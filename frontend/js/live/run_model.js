@@ -54,7 +54,12 @@
  * Header: agentCalls = node_started events minus cache hits (node_reused via
  * cache); tokens = sum of transcript tokens; speedup, costMs, baselineMs and
  * measured come from the latest plan_improved; done/total from progress
- * (reset by stage_started to 0/its total).
+ * (reset by stage_started to 0/its total); searchStartedTs from the first
+ * stage_started with stage "search".
+ *
+ * planHistory[i].t: seconds since the search started (the origin of the
+ * report's time_to_first/final_plan_s), or since the run started for a plan
+ * before any search stage (timeOrigin()).
  */
 (function () {
   "use strict";
@@ -85,6 +90,7 @@
       overrides: null,
       stage: "",
       startedTs: null,
+      searchStartedTs: null,
       lastTs: null,
       endedTs: null,
       agentCalls: 0,
@@ -171,6 +177,15 @@
     if (!n) return [];
     var src = this.sourceOf(n);
     return src && !n.candidates.length ? src.candidates : n.candidates;
+  };
+
+  /* Epoch seconds the plan history counts from: the search's start, else
+     the run's start, else the first event's time (null without any). */
+  RunModel.prototype.timeOrigin = function () {
+    var h = this.header;
+    if (h.searchStartedTs !== null) return h.searchStartedTs;
+    if (h.startedTs !== null) return h.startedTs;
+    return this._firstTs;
   };
 
   /* Why an OR node is chosen: {item: true} when it is a plan item itself,
@@ -392,7 +407,8 @@
       h.startedTs = ts;
     },
 
-    stage_started: function (d) {
+    stage_started: function (d, ts) {
+      if (d.stage === "search" && this.header.searchStartedTs === null) this.header.searchStartedTs = ts;
       this.header.stage = d.stage || "";
       this.header.done = 0;
       this.header.total = num(d.total) || 0;
@@ -555,7 +571,7 @@
       h.measured = !!d.measured;
       h.items = num(d.items) || list(d.chosen).length;
       this.plan = d;
-      var origin = h.startedTs !== null ? h.startedTs : this._firstTs;
+      var origin = this.timeOrigin();
       this.planHistory.push({
         t: ts !== null && origin !== null ? ts - origin : null,
         speedup: h.speedup,
