@@ -1,10 +1,10 @@
 """The run page's live views in headless Chromium, without Node.js or a server.
 
 Each test loads ``tests/webapp/js/harness.html`` with ``page.set_content``,
-adds plotly.min.js (from the plotly Python package), the three classic scripts
-of ``frontend/js/live/`` (RunModel, TreeView, NodePanel), ``live.css`` and the
-harness helpers, feeds synthetic events and checks the model, the Plotly
-traces and the node panel with ``page.evaluate``. The event log is written
+adds plotly.min.js (from the plotly Python package), the classic scripts of
+``frontend/js/live/`` (RunModel, TreeView, NodePanel, Charts), ``live.css``
+and the harness helpers, feeds synthetic events and checks the model, the
+Plotly traces, the charts and the node panel with ``page.evaluate``. The event log is written
 out below (one small run with every state) or generated (a 2,000-node tree
 for the redraw timing).
 """
