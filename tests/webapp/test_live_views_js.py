@@ -373,6 +373,44 @@ def test_speedup_chart_counts_from_the_search_start(page):
     assert page.evaluate("() => document.getElementById('speedup').layout.xaxis.title.text") == "seconds since the run started"
 
 
+def test_subproblem_chart_legend_ticks_collapsed_rows_and_empty_state(page):
+    chart = """() => { const gd = document.getElementById('subs');
+      return {traces: gd.data.map(t => [t.name, t.marker.color, t.y.length]), items: gd.dataset.items, rows: gd.dataset.rows,
+              labels: gd.layout.yaxis.ticktext, xVisible: gd._fullLayout.xaxis.visible, legend: gd._fullLayout.showlegend,
+              ticks: [...gd.querySelectorAll('.xtick text')].map(t => [t.textContent, t.getAttribute('transform') || '']),
+              notes: (gd.layout.annotations || []).map(a => a.text)}; }"""
+    # before any plan: only the note, no bare axes or legend
+    page.evaluate(CHARTS, SMALL[:21])
+    empty = page.evaluate(chart)
+    assert empty["traces"] == [] and empty["items"] == "0" and empty["notes"] == ["no chosen plan yet"]
+    assert empty["xVisible"] is False and empty["ticks"] == [] and empty["legend"] is False
+
+    # the plan: Triton rows blue, library rows slate, each named in the legend
+    page.evaluate("(events) => { T.feed(events); T.charts.update(true); }", SMALL[21:])
+    drawn = page.evaluate(chart)
+    assert drawn["traces"] == [["library baseline", "#98a2b3", 5], ["chosen: Triton kernel", "#2f5bea", 4],
+                               ["chosen: library", "#667085", 1]]
+    assert drawn["items"] == drawn["rows"] == "5"
+
+    # a llama-like plan in a chart as wide as at 1280 px: long labels, ms ticks
+    # upright (not rotated), the 15 cheap library rows in one row
+    subs = [dict(id=f"sp{i}", label=f"fused layers.0.attn · mul + layers.0.attn · mul + layers.0 {i}", kind="x",
+                 implementation="triton" if i % 4 == 0 else "library", time_kind="estimated",
+                 time_ms=0.003 if i % 4 else 0.00301, baseline_ms=0.021 if i % 4 == 0 else 0.003) for i in range(20)]
+    page.evaluate(
+        """(subs) => { const gd = document.getElementById('subs'); gd.style.width = '551px';
+             T.charts = new LEGO.Charts(null, gd, T.model, {throttleMs: 0, report: {subproblems: subs}}); T.charts.update(true); }""",
+        subs,
+    )
+    big = page.evaluate(chart)
+    assert big["items"] == "20" and big["rows"] == "6"
+    assert big["labels"][-1] == "15 other sub-problems (library)" and all(len(t) <= 40 for t in big["labels"])
+    assert [t[0] for t in big["traces"]] == ["library baseline", "chosen: Triton kernel", "chosen: library"]
+    assert len(big["ticks"]) >= 2 and not [t for t in big["ticks"] if "rotate" in t[1]], big["ticks"]
+    hover = page.evaluate("() => document.getElementById('subs').data[2].text[0]")
+    assert "each at most 0.003 ms" in hover and "0.045 ms together" in hover
+
+
 def test_run_failed_and_raw_events(page):
     # raw lego_core dicts (no seq) are numbered on arrival
     result = page.evaluate(

@@ -7,9 +7,14 @@
 //   latest event.
 // - #subproblem-chart: for each compute sub-problem of the chosen plan, its
 //   library (baseline) time and the chosen implementation's time in ms, as
-//   grouped horizontal bars labelled measured/estimated.  A finished run's
-//   report.json (options.report) gives the final numbers; before that the
-//   model's chosenItems().
+//   grouped horizontal bars labelled measured/estimated; the chosen bar is
+//   blue for a Triton kernel and slate for the library, each with its own
+//   legend entry.  Library rows as cheap as a fifth of the largest time or
+//   less collapse into one "N other sub-problems (library)" row.  The ms
+//   labels are never rotated (as many ticks as fit).  Before any plan: only
+//   the note "no chosen plan yet".  A finished run's report.json
+//   (options.report) gives the final numbers; before that the model's
+//   chosenItems().  data-items: sub-problems; data-rows: rows drawn.
 //
 // update() is throttled (at most one redraw per THROTTLE_MS); Plotly.react
 // with a fixed uirevision keeps the user's zoom across redraws.
@@ -18,6 +23,9 @@
   const LEGO = (window.LEGO = window.LEGO || {});
 
   const THROTTLE_MS = 300;
+  const TICK_PX = 64; // room per tick label of the sub-problem chart's ms axis
+  const LABEL_CHARS = 40; // sub-problem labels longer than this are cut (the hover has them whole)
+  const TINY = 0.2; // library rows at most this fraction of the largest time collapse into one
   const COLORS = { baseline: "#98a2b3", triton: "#2f5bea", library: "#667085", measured: "#12805c", estimated: "#2f5bea" };
   const CONFIG = { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["lasso2d", "select2d"] };
   const FONT = { family: 'system-ui, -apple-system, "Segoe UI", sans-serif', size: 12, color: "#1d2330" };
@@ -215,65 +223,121 @@
 
     drawSubproblems() {
       const items = chosenItems(this.model, this.report);
-      const n = items.length;
-      const ticks = items.map((_, i) => i);
-      const labels = items.map((it) => (it.label.length > 48 ? it.label.slice(0, 47) + "…" : it.label));
-      const baseKind = kindOf(items.map((it) => it.baselineMeasured));
-      const chosenKind = kindOf(items.map((it) => it.measured));
-      const hover = (which) =>
-        items.map((it) => {
-          const ms = which === "baseline" ? it.baselineMs : it.chosenMs;
-          const measured = which === "baseline" ? it.baselineMeasured : it.measured;
-          return `${it.label}<br>${which === "baseline" ? "library" : it.implementation || "chosen"}: ` +
-            `${ms === null ? "—" : LEGO_sig(ms)} ms (${measured ? "measured" : "estimated"})`;
-        });
-      const traces = [
-        {
-          type: "bar",
-          orientation: "h",
-          name: `library baseline (${baseKind})`,
-          y: ticks,
-          x: items.map((it) => it.baselineMs),
-          text: hover("baseline"),
-          hovertemplate: "%{text}<extra></extra>",
-          marker: { color: COLORS.baseline },
-        },
-        {
-          type: "bar",
-          orientation: "h",
-          name: `chosen (${chosenKind})`,
-          y: ticks,
-          x: items.map((it) => it.chosenMs),
-          text: hover("chosen"),
-          hovertemplate: "%{text}<extra></extra>",
-          marker: { color: items.map((it) => (it.implementation === "triton" ? COLORS.triton : COLORS.library)) },
-        },
-      ];
+      const rows = collapseRows(items);
+      const n = rows.length;
+      const width = this.subproblemEl.clientWidth || 560;
+      const margin = { l: 240, r: 16, t: 92, b: 16 };
       const layout = {
         uirevision: "subproblems",
         barmode: "group",
         bargap: 0.25,
         height: Math.max(260, 90 + n * 34),
-        margin: { l: 240, r: 16, t: 64, b: 16 },
+        margin: margin,
         font: FONT,
-        // the axis on top, where it stays in view while the list scrolls
-        xaxis: { rangemode: "tozero", side: "top", ticksuffix: " ms" },
-        yaxis: { tickvals: ticks, ticktext: labels, autorange: "reversed", automargin: true },
-        legend: { orientation: "h", x: 0, xanchor: "left", yanchor: "bottom" },
+        // the axis on top, where it stays in view while the list scrolls;
+        // labels never rotated: as many ticks as fit side by side
+        xaxis: {
+          rangemode: "tozero",
+          side: "top",
+          tickangle: 0,
+          nticks: Math.max(2, Math.min(8, Math.floor((width - margin.l - margin.r) / TICK_PX))),
+          title: { text: "ms", standoff: 6, font: { size: 11, color: "#667085" } },
+        },
+        yaxis: { tickvals: rows.map((_, i) => i), ticktext: rows.map((r) => r.short), autorange: "reversed", automargin: true },
+        // one row from the chart's left edge (not the plot area's), where it fits
+        legend: { orientation: "h", x: -margin.l / Math.max(1, width - margin.l - margin.r), xanchor: "left", yanchor: "bottom" },
         paper_bgcolor: "rgba(0,0,0,0)",
         plot_bgcolor: "#fff",
       };
-      // the legend above the tick labels: 26 px over the plot area
-      layout.legend.y = 1 + 26 / Math.max(1, layout.height - layout.margin.t - layout.margin.b);
+      // the legend above the axis title and tick labels: 58 px over the plot area
+      layout.legend.y = 1 + 58 / Math.max(1, layout.height - margin.t - margin.b);
+      this.subproblemEl.dataset.items = String(items.length);
+      this.subproblemEl.dataset.rows = String(n);
       if (n === 0) {
+        // just the note: no bare axes, no legend
+        layout.height = 160;
+        layout.margin = { l: 16, r: 16, t: 16, b: 16 };
+        layout.xaxis = { visible: false };
+        layout.yaxis = { visible: false };
+        layout.showlegend = false;
         layout.annotations = [{ xref: "paper", yref: "paper", x: 0.5, y: 0.5, showarrow: false, text: "no chosen plan yet",
                                 font: { color: "#667085" } }];
+        window.Plotly.react(this.subproblemEl, [], layout, CONFIG);
+        return;
       }
-      // text is for the hover only
-      for (const t of traces) t.textposition = "none";
+      const baseKind = kindOf(rows.map((r) => r.baselineMeasured));
+      const chosenKind = kindOf(rows.map((r) => r.measured));
+      layout.xaxis.title.text = `ms, ${baseKind === chosenKind ? baseKind : `library ${baseKind}, chosen ${chosenKind}`}`;
+      const hover = (r, which) => {
+        const ms = which === "baseline" ? r.baselineMs : r.chosenMs;
+        const measured = which === "baseline" ? r.baselineMeasured : r.measured;
+        const kind = measured ? "measured" : "estimated";
+        if (r.group) {
+          return `${r.label}: the plan keeps their library implementation<br>each at most ${LEGO_sig(ms)} ms, ` +
+            `${LEGO_sig(r.totalMs)} ms together (${kind})`;
+        }
+        return `${r.label}<br>${which === "baseline" ? "library" : r.triton ? "Triton kernel" : "library (kept)"}: ` +
+          `${ms === null ? "—" : LEGO_sig(ms)} ms (${kind})`;
+      };
+      const bars = (name, subset, which, color, group) => ({
+        type: "bar",
+        orientation: "h",
+        name: name,
+        offsetgroup: group, // both chosen traces share one slot beside the library bar
+        y: subset.map((r) => r.index),
+        x: subset.map((r) => (which === "baseline" ? r.baselineMs : r.chosenMs)),
+        text: subset.map((r) => hover(r, which)),
+        hovertemplate: "%{text}<extra></extra>",
+        textposition: "none", // text is for the hover only
+        marker: { color: color },
+      });
+      const triton = rows.filter((r) => r.triton);
+      const library = rows.filter((r) => !r.triton);
+      const traces = [bars("library baseline", rows, "baseline", COLORS.baseline, "baseline")];
+      if (triton.length) traces.push(bars("chosen: Triton kernel", triton, "chosen", COLORS.triton, "chosen"));
+      if (library.length) traces.push(bars("chosen: library", library, "chosen", COLORS.library, "chosen"));
       window.Plotly.react(this.subproblemEl, traces, layout, CONFIG);
-      this.subproblemEl.dataset.items = String(n);
     }
+  }
+
+  // Rows of the per-sub-problem chart: one per chosen item, except that
+  // items where the plan keeps the library implementation at a tiny cost
+  // (chosen = library time, at most TINY of the largest time) collapse into
+  // one "N other sub-problems (library)" row at the end (two or more of them).
+  function collapseRows(items) {
+    let max = 0;
+    for (const it of items) max = Math.max(max, it.baselineMs || 0, it.chosenMs || 0);
+    const tiny = (it) =>
+      it.implementation !== "triton" && it.chosenMs !== null && it.chosenMs === it.baselineMs && it.chosenMs <= TINY * max;
+    const small = items.filter(tiny);
+    const keep = small.length >= 2 ? items.filter((it) => !tiny(it)) : items;
+    const rows = keep.map((it) => ({
+      label: it.label,
+      short: it.label.length > LABEL_CHARS ? it.label.slice(0, LABEL_CHARS - 1) + "…" : it.label,
+      baselineMs: it.baselineMs,
+      chosenMs: it.chosenMs,
+      measured: it.measured,
+      baselineMeasured: it.baselineMeasured,
+      triton: it.implementation === "triton",
+      group: false,
+    }));
+    if (small.length >= 2) {
+      const most = Math.max(...small.map((it) => it.chosenMs));
+      const label = `${small.length} other sub-problems (library)`;
+      rows.push({
+        label: label,
+        short: label,
+        baselineMs: most,
+        chosenMs: most,
+        totalMs: small.reduce((t, it) => t + it.chosenMs, 0),
+        measured: small.every((it) => it.measured),
+        baselineMeasured: small.every((it) => it.baselineMeasured),
+        triton: false,
+        group: true,
+      });
+    }
+    rows.forEach((r, i) => (r.index = i));
+    return rows;
   }
 
   function LEGO_sig(x) {
@@ -281,5 +345,6 @@
   }
 
   Charts.chosenItems = chosenItems;
+  Charts.collapseRows = collapseRows;
   LEGO.Charts = Charts;
 })();
