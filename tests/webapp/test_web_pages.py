@@ -538,3 +538,87 @@ def test_every_page_has_an_inline_icon_so_browsers_ask_no_favicon_ico(client, us
         head = page.split("</head>", 1)[0]
         assert head.count(ICON) == 1, name
         assert "favicon.ico" not in page, name
+
+
+def stream_page(browser, tmp_path):
+    """The stream harness page (a fake socket class, LEGO.EventStream) with
+    its own stream stopped, so tests make theirs."""
+    source = (REPO / "frontend/js/live/event_stream.js").read_text()
+    harness = tmp_path / "stream.html"
+    harness.write_text(STREAM_HARNESS % report_html.inline_script(source))
+    page = open_page(browser, harness.as_uri())
+    page.evaluate("() => stream.stop()")
+    return page
+
+
+NEW_STREAM = """(options) => { window.stops = []; window.s3 = new LEGO.EventStream(
+  {ws_path: "/ws/runs/r/events/", share_token: "", state: "running", active: true},
+  (events) => applied.push(...events.map(e => e.seq)), (state) => states.push(state),
+  {WebSocket: FakeSocket, statusEl: document.getElementById("stream-status"),
+   onStop: (code, message) => stops.push([code, message]), ...options}).start(); return sockets.length; }"""
+
+
+@pytest.mark.browser
+def test_event_stream_offline_online_and_stale_connections(browser, tmp_path):
+    page = stream_page(browser, tmp_path)
+    try:
+        ev = lambda *seqs: {"type": "events", "state": "running", "events": [{"seq": s, "type": "progress", "data": {}} for s in seqs]}  # noqa: E731
+        n = page.evaluate(NEW_STREAM, {"staleMs": 600})
+        page.wait_for_function("() => document.getElementById('stream-status').textContent === 'live'")
+        page.evaluate("m => sockets.at(-1).serverSends(m)", ev(1, 2))
+        # the browser goes offline: say so, drop the socket, no reconnect attempts
+        page.evaluate("() => window.dispatchEvent(new Event('offline'))")
+        status = page.locator("#stream-status")
+        assert status.inner_text() == "offline…" and status.get_attribute("data-status") == "offline"
+        assert page.evaluate("() => sockets.at(-1).closedWith") == 4000
+        page.wait_for_timeout(1000)  # past the 0.5 s backoff and the 0.6 s stale limit
+        assert page.evaluate("() => sockets.length") == n and status.inner_text() == "offline…"
+        # back online: reconnect at once, after the last seq
+        page.evaluate("() => window.dispatchEvent(new Event('online'))")
+        assert page.evaluate("() => [sockets.length, sockets.at(-1).url.split('?')[1]]") == [n + 1, "after=2"]
+        page.wait_for_function("() => document.getElementById('stream-status').textContent === 'live'")
+        # messages keep coming: no check
+        for seq in range(3, 8):
+            page.evaluate("m => sockets.at(-1).serverSends(m)", ev(seq))
+            page.wait_for_timeout(200)
+        assert page.evaluate("() => [sockets.length, s3.staleChecks]") == [n + 1, 0]
+        # silence on a running run: the badge stops saying "live" and the stream checks by reconnecting
+        page.wait_for_function(f"() => sockets.length === {n + 2}", timeout=3000)
+        page.wait_for_timeout(100)  # the new socket opened
+        assert page.evaluate("() => [s3.staleChecks, sockets.at(-1).url.split('?')[1], sockets.at(-2).closedWith]") == [1, "after=7", 4000]
+        assert re.fullmatch(r"no events for \d+ s; checking…", status.inner_text())
+        assert status.get_attribute("data-status") == "stale"
+        # the server answers a caught-up connection with `state`: live again
+        page.evaluate("m => sockets.at(-1).serverSends(m)", {"type": "state", "state": "running", "last_seq": 7})
+        assert status.inner_text() == "live" and page.evaluate("() => applied") == list(range(1, 8))
+        # an ended run is not checked
+        page.evaluate("() => sockets.at(-1).serverSends({type: 'end', state: 'finished', last_seq: 7})")
+        count = page.evaluate("() => sockets.length")
+        page.wait_for_timeout(1000)
+        page.evaluate("() => window.dispatchEvent(new Event('offline'))")
+        assert page.evaluate("() => [sockets.length, s3.staleChecks]") == [count, 1]
+        assert status.inner_text() == "run finished"
+        assert page.lego_log["errors"] == []
+    finally:
+        page.context.close()
+
+
+@pytest.mark.browser
+def test_event_stream_4403_says_why_and_calls_on_stop(browser, tmp_path):
+    page = stream_page(browser, tmp_path)
+    try:
+        n = page.evaluate(NEW_STREAM, {})
+        page.evaluate("() => sockets.at(-1).serverCloses(4403)")
+        page.wait_for_timeout(700)
+        stops = page.evaluate("() => stops")
+        assert [code for code, _ in stops] == [4403]
+        message = stops[0][1]
+        assert "share link was revoked" in message and "may not watch this run" in message
+        assert "logged out" not in message  # access is checked when the socket connects, not afterwards
+        assert page.locator("#stream-status").inner_text() == message
+        assert page.evaluate("() => [sockets.length, s3.stopped, s3.stopCode]") == [n, True, 4403]
+        page.evaluate("() => window.dispatchEvent(new Event('online'))")  # no reconnect after a refusal
+        assert page.evaluate("() => sockets.length") == n
+    finally:
+        page.context.close()
+
