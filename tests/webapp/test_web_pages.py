@@ -622,3 +622,93 @@ def test_event_stream_4403_says_why_and_calls_on_stop(browser, tmp_path):
     finally:
         page.context.close()
 
+
+# --- the run page with a fake websocket ----------------------------------------------
+
+ORIGIN = "http://lego.test"
+FAKE_WEBSOCKET = """
+window.sockets = [];
+window.WebSocket = class FakeSocket {
+  constructor(url) { this.url = url; this.closedWith = null; window.sockets.push(this);
+                     setTimeout(() => this.onopen && this.onopen(), 0); }
+  send() {}
+  close(code) { if (this.closedWith !== null) return; this.closedWith = code || 1005;
+                setTimeout(() => this.onclose && this.onclose({code: code || 1005}), 0); }
+  serverSends(msg) { this.onmessage({data: JSON.stringify(msg)}); }
+  serverCloses(code) { this.closedWith = code; this.onclose({code}); }
+};
+"""
+
+
+def run_page_in_browser(browser, page_html: str, path: str):
+    """The run page as the server rendered it, at ORIGIN + path, its /static/
+    files from the static finders and a fake WebSocket the test drives
+    (``sockets[i].serverSends(message)``, ``serverCloses(code)``)."""
+    context = browser.new_context(viewport={"width": 1280, "height": 1000})
+    page = context.new_page()
+    log = {"errors": []}
+    page.on("pageerror", lambda exc: log["errors"].append(str(exc)))
+    page.lego_log = log
+
+    def serve(route):
+        url = route.request.url[len(ORIGIN):].split("?")[0]
+        if url == path:
+            return route.fulfill(status=200, content_type="text/html", body=page_html)
+        found = finders.find(url[len("/static/"):]) if url.startswith("/static/") else None
+        if not found:
+            return route.fulfill(status=404, body="")
+        kind = "text/css" if found.endswith(".css") else "application/javascript" if found.endswith(".js") else "image/svg+xml"
+        return route.fulfill(status=200, content_type=kind, body=Path(found).read_bytes())
+
+    page.route(f"{ORIGIN}/**", serve)
+    page.add_init_script(FAKE_WEBSOCKET)
+    page.goto(ORIGIN + path)
+    page.wait_for_function("() => window.LEGO && LEGO.page && LEGO.stream && sockets.length === 1")
+    page.wait_for_timeout(50)  # the socket opened
+    return page
+
+
+def wire_events(events: list[dict], start: int = 1) -> list[dict]:
+    return [{"seq": start + i, "type": e["type"], "data": e} for i, e in enumerate(events)]
+
+
+@pytest.fixture
+def running_run_page(user_client, make_run):
+    """(path, html) of an active run's page, rendered before any browser starts."""
+    run = make_run(state="running")
+    path = reverse("runs:detail", args=[run.id])
+    return path, page_of(user_client.get(path))
+
+
+@pytest.mark.browser
+def test_run_page_stops_following_when_the_share_link_is_revoked(running_run_page, browser):
+    path, page_html = running_run_page
+    page = run_page_in_browser(browser, page_html, path)
+    try:
+        events = wire_events(sample_events()[:-1])  # still running
+        page.evaluate("m => sockets[0].serverSends(m)", {"type": "events", "state": "running", "events": events})
+        page.wait_for_function("() => LEGO.page.model.lastSeq === %d" % len(events))
+        assert page.locator("#stream-banner").is_hidden()
+        elapsed = lambda: float(page.locator("#run-elapsed").get_attribute("data-seconds"))  # noqa: E731
+        before = elapsed()
+        page.wait_for_timeout(600)
+        assert elapsed() > before  # the clock ticks while we follow
+
+        page.evaluate("() => sockets[0].serverCloses(4403)")
+        banner = page.locator("#stream-banner")
+        assert banner.is_visible(), "no banner after 4403"
+        text = banner.inner_text()
+        assert "Stopped following this run" in text and "share link was revoked" in text and "logged out" not in text
+        # the banner is the first thing of the views, above the tree
+        assert page.evaluate("() => document.getElementById('live-views').firstElementChild.id") == "stream-banner"
+        # the header: last known state, marked; the clock stopped
+        assert page.locator("#run-state").inner_text() == "running"
+        assert "state-stale" in page.locator("#run-state").get_attribute("class")
+        assert "stopped following" in page.locator("#run-following").inner_text()
+        stopped = elapsed()
+        page.wait_for_timeout(800)
+        assert elapsed() == stopped and page.locator("#run-elapsed").get_attribute("data-seconds") == f"{stopped:.1f}"
+        assert page.evaluate("() => sockets.length") == 1  # no reconnect
+        assert page.lego_log["errors"] == []
+    finally:
+        page.context.close()

@@ -3,6 +3,9 @@
 // while the run is active), stage and progress (#run-stage), agent calls
 // (#run-agent-calls), tokens (#run-tokens) and the best plan's speedup
 // with measured/estimated (#run-speedup-live).
+//
+// stopFollowing(reason) (the stream was refused: 4403/4404): the clock stops,
+// the state stays the last known one, marked "stopped following".
 (function () {
   "use strict";
   const LEGO = (window.LEGO = window.LEGO || {});
@@ -33,6 +36,7 @@
       this.elapsedS = options.elapsedS || 0;
       this.since = performance.now();
       this.active = options.active !== undefined ? !!options.active : ACTIVE.has(this.state);
+      this.following = true;
       this.timer = null;
       if (this.active) this.timer = setInterval(() => this.renderElapsed(), 250);
       this.renderElapsed();
@@ -68,7 +72,7 @@
       const el = this.el("run-state");
       if (el) {
         el.textContent = state;
-        el.className = `state state-${state}`;
+        el.className = `state state-${state}` + (this.following ? "" : " state-stale");
       }
       if (!ACTIVE.has(state) && this.active) {
         this.elapsedS = this.elapsed();
@@ -77,6 +81,33 @@
         this.timer = null;
         this.renderElapsed();
       }
+    }
+
+    // The stream was refused (share link revoked, run deleted): stop the
+    // clock and mark the last known state as no longer followed.
+    stopFollowing(reason) {
+      this.following = false;
+      if (this.active) {
+        this.elapsedS = this.elapsed();
+        this.active = false;
+        clearInterval(this.timer);
+        this.timer = null;
+      }
+      const el = this.el("run-state");
+      if (el) {
+        el.classList.add("state-stale");
+        el.dataset.following = "stopped";
+        if (reason) el.title = reason;
+        let note = this.el("run-following");
+        if (!note && el.ownerDocument) {
+          note = el.ownerDocument.createElement("span");
+          note.id = "run-following";
+          note.className = "following-stopped";
+          el.insertAdjacentElement("afterend", note);
+        }
+        if (note) note.textContent = "last known state; stopped following";
+      }
+      this.renderElapsed();
     }
 
     update() {

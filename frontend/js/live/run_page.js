@@ -8,7 +8,10 @@
 //   (LEGO.EventStream); a finished run's page opens it once to replay the
 //   log and then gets `end`.  A page rendered while the run was active
 //   reloads once when the run ends, so the server renders the final plan
-//   table, metrics and error.
+//   table, metrics and error.  A refused stream (4403: share link
+//   revoked or not allowed; 4404: run gone) shows #stream-banner at the top
+//   of the views and the header stops following (clock stopped, last known
+//   state marked).
 // - static (#run-events JSON, report.html): every event is inline; no
 //   stream, no server.
 //
@@ -148,6 +151,30 @@
       if (views && state === "failed" && this.model.nodes.size === 0) views.hidden = true;
     }
 
+    // The stream stopped for good without `end`: say so where it is seen.
+    stopFollowing(message) {
+      this.renderNow();
+      this.header.stopFollowing(message);
+      let banner = document.getElementById("stream-banner");
+      if (!banner) {
+        banner = document.createElement("div");
+        banner.id = "stream-banner";
+        banner.className = "stream-banner";
+        banner.setAttribute("role", "alert");
+        const views = document.getElementById("live-views");
+        if (views) views.insertBefore(banner, views.firstChild);
+        else document.body.insertBefore(banner, document.body.firstChild);
+      }
+      banner.textContent = "";
+      const strong = document.createElement("strong");
+      strong.textContent = "Stopped following this run. ";
+      banner.appendChild(strong);
+      banner.appendChild(document.createTextNode(message + " The page shows the last state it received; reload to try again."));
+      banner.hidden = false;
+      const views = document.getElementById("live-views");
+      if (views) views.hidden = false;
+    }
+
     startLive() {
       const statusEl = document.getElementById("stream-status");
       const renderedActive = !!this.live.active;
@@ -157,6 +184,7 @@
         (state) => this.header.setState(state),
         {
           statusEl: statusEl,
+          onStop: (code, message) => this.stopFollowing(message),
           onEnd: (state) => {
             this.renderNow();
             this.header.setState(state);
