@@ -680,6 +680,14 @@ def running_run_page(user_client, make_run):
     return path, page_of(user_client.get(path))
 
 
+@pytest.fixture
+def finished_run_page(user_client, make_run, sample_report):
+    """(path, html) of a finished run's page (the report's numbers in the header)."""
+    run = make_run(state="finished", report=sample_report)
+    path = reverse("runs:detail", args=[run.id])
+    return path, page_of(user_client.get(path))
+
+
 @pytest.mark.browser
 def test_run_page_stops_following_when_the_share_link_is_revoked(running_run_page, browser):
     path, page_html = running_run_page
@@ -709,6 +717,37 @@ def test_run_page_stops_following_when_the_share_link_is_revoked(running_run_pag
         page.wait_for_timeout(800)
         assert elapsed() == stopped and page.locator("#run-elapsed").get_attribute("data-seconds") == f"{stopped:.1f}"
         assert page.evaluate("() => sockets.length") == 1  # no reconnect
+        assert page.lego_log["errors"] == []
+    finally:
+        page.context.close()
+
+
+@pytest.mark.browser
+def test_replay_of_a_finished_run_shows_its_final_stage(finished_run_page, browser):
+    path, page_html = finished_run_page
+    page = run_page_in_browser(browser, page_html, path)
+    try:
+        assert page.locator("#run-stage").inner_text() == "done"
+        events = wire_events(sample_events())
+        header = """() => ({stage: document.getElementById('run-stage').textContent,
+                             state: document.getElementById('run-state').textContent,
+                             calls: document.getElementById('run-agent-calls').textContent,
+                             speedup: document.querySelector('#run-speedup-live .value').textContent})"""
+        # the replay's first batches: construct, then search 1/3; the header stays final
+        seen = []
+        for batch in (events[:4], events[4:16]):
+            page.evaluate("m => sockets[0].serverSends(m)", {"type": "events", "state": "finished", "events": batch})
+            page.wait_for_function("(n) => LEGO.page.model.lastSeq === n", arg=batch[-1]["seq"])
+            seen.append(page.evaluate(header))
+        assert page.evaluate("() => LEGO.page.model.header.stage") == "search"  # what the replay is at
+        assert seen == [{"stage": "done", "state": "finished", "calls": "3", "speedup": "2.16×"}] * 2
+        # caught up: the model's numbers
+        page.evaluate("m => sockets[0].serverSends(m)", {"type": "events", "state": "finished", "events": events[16:]})
+        page.evaluate("n => sockets[0].serverSends({type: 'end', state: 'finished', last_seq: n})", len(events))
+        page.wait_for_function("() => LEGO.stream.ended")
+        final = page.evaluate(header)
+        assert final["stage"] == "done" and final["state"] == "finished" and final["speedup"] == "1.15×"
+        assert page.locator("#run-following").count() == 0 and page.locator("#stream-banner").is_hidden()
         assert page.lego_log["errors"] == []
     finally:
         page.context.close()

@@ -4,6 +4,11 @@
 // (#run-agent-calls), tokens (#run-tokens) and the best plan's speedup
 // with measured/estimated (#run-speedup-live).
 //
+// The stage reads "done"/"failed" as soon as the page knows the run ended.
+// options.replaying (a page rendered for an ended run, replaying its log):
+// until caughtUp() or the model's run_finished/run_failed, the
+// server-rendered final numbers (agent calls, tokens, speedup) stay and the
+// stage shows the final one, not the replay's "construct" or "search 0/690".
 // stopFollowing(reason) (the stream was refused: 4403/4404): the clock stops,
 // the state stays the last known one, marked "stopped following".
 (function () {
@@ -36,6 +41,7 @@
       this.elapsedS = options.elapsedS || 0;
       this.since = performance.now();
       this.active = options.active !== undefined ? !!options.active : ACTIVE.has(this.state);
+      this.replaying = !!options.replaying;
       this.following = true;
       this.timer = null;
       if (this.active) this.timer = setInterval(() => this.renderElapsed(), 250);
@@ -83,6 +89,12 @@
       }
     }
 
+    // The replay of an ended run's log has caught up: show the model's numbers.
+    caughtUp() {
+      this.replaying = false;
+      this.update();
+    }
+
     // The stream was refused (share link revoked, run deleted): stop the
     // clock and mark the last known state as no longer followed.
     stopFollowing(reason) {
@@ -118,10 +130,20 @@
         const el = this.el(id);
         if (el && el.textContent !== text) el.textContent = text;
       };
+      const ended = !ACTIVE.has(this.state) && RANK[this.state];
+      const final = this.state === "failed" ? "failed" : "done";
+      const modelEnded = !!(this.model && (this.model.finished || this.model.failure));
+      if (this.replaying && !modelEnded) {
+        // replaying an ended run: keep the server's final numbers meanwhile
+        set("run-stage", ended ? final : this.el("run-stage") ? this.el("run-stage").textContent : "");
+        this.renderElapsed();
+        return;
+      }
       set("run-agent-calls", formatCount(h.agentCalls));
       set("run-tokens", formatCount(h.tokens));
       let stage = h.stage || (ACTIVE.has(this.state) ? (this.state === "queued" ? "waiting for a worker" : "starting") : "—");
       if (h.stage && h.total) stage += ` ${h.done || 0}/${h.total}`;
+      if (ended) stage = final;
       if (this.model && this.model.finished) stage = "done";
       if (this.model && this.model.failure) stage = "failed";
       set("run-stage", stage);

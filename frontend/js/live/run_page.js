@@ -6,9 +6,10 @@
 // Two modes, chosen by what the page holds:
 // - live (#run-live JSON): the events come over the websocket
 //   (LEGO.EventStream); a finished run's page opens it once to replay the
-//   log and then gets `end`.  A page rendered while the run was active
-//   reloads once when the run ends, so the server renders the final plan
-//   table, metrics and error.  A refused stream (4403: share link
+//   log and then gets `end` (meanwhile the header keeps the server's final
+//   numbers and stage: LEGO.Header's `replaying`).  A page rendered while the
+//   run was active reloads once when the run ends, so the server renders the
+//   final plan table, metrics and error.  A refused stream (4403: share link
 //   revoked or not allowed; 4404: run gone) shows #stream-banner at the top
 //   of the views and the header stops following (clock stopped, last known
 //   state marked).
@@ -89,6 +90,7 @@
         state: state,
         elapsedS: elapsedEl ? parseFloat(elapsedEl.dataset.seconds) || 0 : 0,
         active: this.mode === "live" && !!(this.live && this.live.active),
+        replaying: this.mode === "live" && !!this.live && !this.live.active,
       });
       this.charts = LEGO.Charts
         ? new LEGO.Charts(document.getElementById("speedup-chart"), document.getElementById("subproblem-chart"), this.model, {
@@ -186,6 +188,7 @@
           statusEl: statusEl,
           onStop: (code, message) => this.stopFollowing(message),
           onEnd: (state) => {
+            this.header.caughtUp();
             this.renderNow();
             this.header.setState(state);
             this.hideEmptyViews(state);
