@@ -22,6 +22,18 @@ def upload_path(run: "Run", filename: str) -> str:
     return f"runs/{run.id}/upload/{Path(filename).name}"
 
 
+class RunQuerySet(models.QuerySet):
+    def without_reports(self) -> "RunQuerySet":
+        """For lists of runs: the report JSON is not loaded; ``speedup`` and
+        ``speedup_kind`` (text, or None before the run finished) are read
+        from it by the database (works on SQLite and PostgreSQL)."""
+        from django.db.models.fields.json import KT
+
+        return self.defer("report").annotate(
+            speedup=KT("report__plan__speedup"), speedup_kind=KT("report__plan__cost_kind")
+        )
+
+
 class Run(models.Model):
     class State(models.TextChoices):
         QUEUED = "queued"
@@ -59,6 +71,8 @@ class Run(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = RunQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created_at"]

@@ -7,7 +7,6 @@ from urllib.parse import urlencode
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.db.models import Count
-from django.db.models.fields.json import KT
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET
 
@@ -36,9 +35,7 @@ def run_list(request):
         counts[row["state"]] = row["n"]
     wanted = request.GET.get("state", "")
     unknown = wanted and wanted not in Run.State.values
-    runs = own.defer("report").annotate(
-        speedup=KT("report__plan__speedup"), speedup_kind=KT("report__plan__cost_kind")
-    )
+    runs = own.without_reports()
     if wanted and not unknown:
         runs = runs.filter(state=wanted)
     page = Paginator(runs, RUNS_PER_PAGE).get_page(request.GET.get("page"))
