@@ -19,7 +19,8 @@ import time
 import pytest
 import requests
 
-from test_browser_upload import CHROMIUM, CHROMIUM_ARGS, RUN_TIMEOUT_S, app, shot, upload  # noqa: F401 (app: fixture)
+from chromium_support import headless_chromium
+from test_browser_upload import RUN_TIMEOUT_S, app, shot, upload  # noqa: F401 (app: fixture)
 
 playwright_sync = pytest.importorskip("playwright.sync_api")
 expect = playwright_sync.expect
@@ -67,16 +68,8 @@ def fresh_kernel_cache(monkeypatch, tmp_path):
 
 @pytest.fixture
 def chromium():
-    import os
-
-    if not os.access(CHROMIUM, os.X_OK):
-        pytest.skip(f"{CHROMIUM} is missing (make test installs it: make browser)")
-    with playwright_sync.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        try:
-            yield browser
-        finally:
-            browser.close()
+    with headless_chromium() as browser:
+        yield browser
 
 
 def new_page(browser, errors: list):

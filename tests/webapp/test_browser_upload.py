@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import requests
 
+from chromium_support import headless_chromium
 from test_web_embedded import SERVICE_VARS, free_port
 
 playwright_sync = pytest.importorskip("playwright.sync_api")
@@ -25,11 +26,6 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
 SCREENSHOTS = REPO / "build" / "screenshots"
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--no-sandbox", "--disable-background-networking", "--disable-gpu",
-    "--disable-component-update", "--disable-sync", "--no-first-run",
-]
 FIRST, SECOND = "gpt_stack.py", "scores_chain.py"
 RUN_URL = re.compile(r"/runs/[0-9a-f-]{36}/$")
 RUN_TIMEOUT_S = 300
@@ -58,17 +54,13 @@ def app(spawn, wait_for, tmp_path):
 
 @pytest.fixture
 def chromium_page():
-    if not os.access(CHROMIUM, os.X_OK):
-        pytest.skip(f"{CHROMIUM} is missing (make test installs it: make browser)")
-    with playwright_sync.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+    with headless_chromium() as browser:
         context = browser.new_context(accept_downloads=True, viewport={"width": 1280, "height": 900})
         context.set_default_timeout(30_000)
         try:
             yield context.new_page()
         finally:
             context.close()
-            browser.close()
 
 
 def upload(page, base: str, name: str, content: bytes, overrides: dict) -> str:

@@ -10,11 +10,11 @@ for the redraw timing).
 """
 from __future__ import annotations
 
-import os
 import statistics
 from pathlib import Path
 
 import pytest
+from chromium_support import headless_chromium
 
 playwright_sync = pytest.importorskip("playwright.sync_api")
 plotly = pytest.importorskip("plotly")
@@ -25,8 +25,6 @@ REPO = Path(__file__).resolve().parents[2]
 LIVE = REPO / "frontend" / "js" / "live"
 HARNESS = Path(__file__).resolve().parent / "js"
 PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-background-networking", "--disable-gpu"]
 T0 = 1_700_000_000.0
 
 
@@ -179,12 +177,8 @@ def big_tree(n_nodes: int = 2000) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def browser():
-    if not os.access(CHROMIUM, os.X_OK):
-        pytest.skip(f"{CHROMIUM} is missing (make browser)")
-    with playwright_sync.sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+    with headless_chromium() as b:
         yield b
-        b.close()
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,6 @@ from __future__ import annotations
 import html
 import io
 import json
-import os
 import re
 import zipfile
 from pathlib import Path
@@ -16,14 +15,13 @@ from django.contrib.staticfiles import finders
 from django.test import Client
 from django.urls import reverse
 
+from chromium_support import headless_chromium
 from webapp.runs import execution, report_html
 from webapp.runs.models import Run, RunEvent
 
 pytestmark = pytest.mark.django_db
 
 REPO = Path(__file__).resolve().parents[2]
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-background-networking", "--disable-gpu"]
 PLOTLY_URL = "/static/plotly/plotly.min.js"
 LIVE_IDS = ["run-state", "run-elapsed", "run-agent-calls", "run-tokens", "run-speedup-live", "tree-view",
             "node-panel", "speedup-chart", "subproblem-chart", "stream-status"]
@@ -378,18 +376,10 @@ def test_report_html_download_builds_a_missing_report(user_client, finished_run)
 
 @pytest.fixture
 def browser():
-    """Headless Chromium.  Playwright's sync API runs an event loop in this
-    thread, in which Django refuses database calls: tests ask for this
-    fixture after the ones that use the database and use it no more."""
-    playwright_sync = pytest.importorskip("playwright.sync_api")
-    if not os.access(CHROMIUM, os.X_OK):
-        pytest.skip(f"{CHROMIUM} is missing (make browser installs it)")
-    with playwright_sync.sync_playwright() as pw:
-        chromium = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
+    """Headless Chromium; tests ask for it after the fixtures that use the
+    database and use the database no more (see ``headless_chromium``)."""
+    with headless_chromium() as chromium:
+        yield chromium
 
 
 def open_page(browser, url: str):
@@ -455,9 +445,8 @@ TREE_POINTS = """() => {
 }"""
 
 
-STREAM_HARNESS = """
-<!doctype html><html><body><span id="stream-status" hidden></span>
-<script>
+# a WebSocket the test drives: serverSends(message), serverCloses(code)
+FAKE_WEBSOCKET = """
 window.sockets = [];
 class FakeSocket {
   constructor(url) { this.url = url; this.closedWith = null; window.sockets.push(this);
@@ -468,6 +457,14 @@ class FakeSocket {
   serverSends(msg) { this.onmessage({data: JSON.stringify(msg)}); }
   serverCloses(code) { this.closedWith = code; this.onclose({code}); }
 }
+window.WebSocket = FakeSocket;
+"""
+
+
+STREAM_HARNESS = """
+<!doctype html><html><body><span id="stream-status" hidden></span>
+<script>
+""" + FAKE_WEBSOCKET.replace("%", "%%") + """
 window.applied = [];
 window.states = [];
 </script>
@@ -626,18 +623,6 @@ def test_event_stream_4403_says_why_and_calls_on_stop(browser, tmp_path):
 # --- the run page with a fake websocket ----------------------------------------------
 
 ORIGIN = "http://lego.test"
-FAKE_WEBSOCKET = """
-window.sockets = [];
-window.WebSocket = class FakeSocket {
-  constructor(url) { this.url = url; this.closedWith = null; window.sockets.push(this);
-                     setTimeout(() => this.onopen && this.onopen(), 0); }
-  send() {}
-  close(code) { if (this.closedWith !== null) return; this.closedWith = code || 1005;
-                setTimeout(() => this.onclose && this.onclose({code: code || 1005}), 0); }
-  serverSends(msg) { this.onmessage({data: JSON.stringify(msg)}); }
-  serverCloses(code) { this.closedWith = code; this.onclose({code}); }
-};
-"""
 
 
 def run_page_in_browser(browser, page_html: str, path: str):
