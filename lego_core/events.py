@@ -44,7 +44,9 @@ class RunStarted(Event):
 @dataclasses.dataclass
 class StageStarted(Event):
     """One pass of the pipeline began (``load``, ``capture``, ``construct``,
-    ``search``, ``compose``, ``verify``); ``total`` counts its work items."""
+    ``search``, ``compose``, ``verify``); ``total`` counts its work items
+    (0 when not known up front: the search's ``Progress`` events carry the
+    number of nodes it has queued so far)."""
 
     type: ClassVar[str] = "stage_started"
     stage: str

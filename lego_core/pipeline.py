@@ -46,8 +46,9 @@ def run_pipeline(spec: ProblemSpec, out_dir: str, config: OptimizeConfig, emit: 
     emit(StageStarted(stage="construct"))
     tree = build_tree_and_announce(graph, emit)  # top-down FusionTree down to fusion groups
     activations = [graph.run(problem.model, problem.make_inputs(seed)) for seed in config.verify_seeds]
-    leaves = tree.leaves()
-    emit(StageStarted(stage="search", total=len(leaves)))
+    # the total is the search's own: it counts the nodes it queues (after
+    # dedupe, retries and fusions included) in its progress events
+    emit(StageStarted(stage="search"))
     emit = _thread_safe(emit)  # agents report from several threads
     with tempfile.TemporaryDirectory(prefix="lego-candidates-") as work:
         parameters = {name for name, src in graph.sources.items() if src.kind == "parameter"}

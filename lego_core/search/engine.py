@@ -257,6 +257,8 @@ class Search:
         retries with feedback and finer splits join the queue."""
         queue = list(nodes)
         self.total += len(queue)
+        if queue:  # the work just queued: progress counts against it
+            self.emit(Progress(stage="search", done=self.done, total=max(self.total, self.done)))
         inflight: dict[concurrent.futures.Future, OrNode] = {}
         with concurrent.futures.ThreadPoolExecutor(self.config.agents, thread_name_prefix="lego-node") as executor:
             while queue or inflight:
@@ -551,7 +553,8 @@ class Search:
         """Add the fusion as a new decomposition of the nearest ancestor whose best plan holds every fused item."""
         host, kept = self._host({item.id for item in proposal.items}, plan)
         split, node = self.tree.add_mutation(host, proposal.sub, proposal.items, kept, proposal.label())
-        node.sub.label = f"fused {' + '.join(item.sub.label for item in proposal.items)}"[:200]
+        parts = " + ".join(item.sub.label.removeprefix("fused ") for item in proposal.items)
+        node.sub.label = f"fused {parts}"[:200]  # a fusion of fusions is not "fused fused ..."
         self.announce(split)
         self.announce(node)
         self._add_library(node)  # the fused region op by op: its baseline

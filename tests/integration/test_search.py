@@ -262,3 +262,10 @@ def test_events_carry_what_the_live_view_draws(runs):
         assert len(plan.chosen) == plan.items and set(plan.chosen) <= set(created)
         assert all(created[node_id].kind == "or" for node_id in plan.chosen)
     assert plans[-1].chosen == [sp["node_id"] for sp in run.report["subproblems"]]
+
+    # progress counts against the work the search queued: totals never shrink
+    progress = [e for e in run.of_type("progress") if e.stage == "search"]
+    assert progress and progress[0].done == 0 and progress[0].total > 0
+    assert all(a.total <= b.total and a.done <= b.done for a, b in zip(progress, progress[1:]))
+    assert all(e.done <= e.total for e in progress)
+    assert "fused fused" not in " ".join(e.label for e in created.values())
