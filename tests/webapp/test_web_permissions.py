@@ -121,6 +121,25 @@ def test_websocket_refuses_everyone_but_owner_and_token_holder(client, user, oth
     assert kind == "streaming", "revoking does not lock the owner out"
 
 
+def cut_off_after(run, token: str, revoke, timeout_s: float) -> tuple[dict, float]:
+    """Connect a token viewer, wait for its live ``state``, call ``revoke()``
+    (sync; run in a thread) and return what the viewer got next and how
+    many seconds that took."""
+
+    async def scenario():
+        viewer = communicator(stream_path(run.id, share=token))
+        assert (await viewer.connect(timeout=10))[0]
+        assert (await receive(viewer))["type"] == "state"
+        await database_sync_to_async(revoke)()
+        started = time.monotonic()
+        closed = await receive(viewer, timeout=timeout_s)
+        took = time.monotonic() - started
+        await viewer.disconnect()
+        return closed, took
+
+    return async_to_sync(scenario)()
+
+
 @pytest.mark.django_db(transaction=True)
 def test_revoking_cuts_a_connected_token_viewer_off(make_run, user, settings):
     """At the viewer's next poll after ``revoke_share_token`` (here 0.2 s),
@@ -128,19 +147,7 @@ def test_revoking_cuts_a_connected_token_viewer_off(make_run, user, settings):
     settings.LEGO_EVENT_POLL_S = 0.2
     run = make_run(state=Run.State.RUNNING)
     token = run.create_share_token()
-
-    async def scenario():
-        viewer = communicator(stream_path(run.id, share=token))
-        assert (await viewer.connect(timeout=10))[0]
-        assert (await receive(viewer))["type"] == "state"
-        await database_sync_to_async(run.revoke_share_token)()
-        started = time.monotonic()
-        closed = await receive(viewer, timeout=5)
-        took = time.monotonic() - started
-        await viewer.disconnect()
-        return closed, took
-
-    closed, took = async_to_sync(scenario)()
+    closed, took = cut_off_after(run, token, run.revoke_share_token, timeout_s=5)
     assert closed == {"type": "closed", "code": 4403}
     assert took < 2
 
@@ -153,19 +160,11 @@ def test_revoke_view_cuts_the_viewer_off_at_once(client, user_client, make_run, 
     run = make_run(state=Run.State.RUNNING)
     token = run.create_share_token()
 
-    async def scenario():
-        viewer = communicator(stream_path(run.id, share=token))
-        assert (await viewer.connect(timeout=10))[0]
-        assert (await receive(viewer))["type"] == "state"
-        response = await database_sync_to_async(user_client.post)(reverse("runs:share-revoke", args=[run.id]))
+    def revoke_from_the_page():
+        response = user_client.post(reverse("runs:share-revoke", args=[run.id]))
         assert response.status_code == 302
-        started = time.monotonic()
-        closed = await receive(viewer, timeout=10)
-        took = time.monotonic() - started
-        await viewer.disconnect()
-        return closed, took
 
-    closed, took = async_to_sync(scenario)()
+    closed, took = cut_off_after(run, token, revoke_from_the_page, timeout_s=10)
     assert closed == {"type": "closed", "code": 4403}
     assert took < 3
     assert live.group_name(run.id) == f"run-{run.id.hex}"

@@ -71,23 +71,25 @@ def inline_style(css: str) -> str:
     return _STYLE_END.sub(r"<\\/\1", css)
 
 
+def inline_assets(run: Run, paths: list[str], escape) -> list[dict]:
+    """``[{"name", "code"}]``: each static file in ``paths``, escaped for its
+    element by ``escape``; a missing one is logged and left out."""
+    assets = []
+    for path in paths:
+        try:
+            assets.append({"name": path, "code": mark_safe(escape(read_static(path)))})
+        except FileNotFoundError:
+            log.warning("report.html of run %s: %s is missing", run.id, path)
+    return assets
+
+
 def report_context(run: Run) -> dict:
     """The template context of ``runs/report.html`` for ``run``: the run
     page's server-side parts plus the inline events, report and assets."""
     report = run.report or {}
     events = [presenters.event_json(event) for event in run.events.order_by("seq")]
-    scripts = []
-    for path in SCRIPTS:
-        try:
-            scripts.append({"name": path, "code": mark_safe(inline_script(read_static(path)))})
-        except FileNotFoundError:
-            log.warning("report.html of run %s: %s is missing", run.id, path)
-    styles = []
-    for path in STYLESHEETS:
-        try:
-            styles.append({"name": path, "code": mark_safe(inline_style(read_static(path)))})
-        except FileNotFoundError:
-            log.warning("report.html of run %s: %s is missing", run.id, path)
+    scripts = inline_assets(run, SCRIPTS, inline_script)
+    styles = inline_assets(run, STYLESHEETS, inline_style)
     return {
         "run": run,
         "static_report": True,
