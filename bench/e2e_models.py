@@ -11,9 +11,10 @@ Each model runs through ``lego_core.optimize`` (its own child process), so a
 crash in one does not stop the others.  On a GPU the eager, torch.compile and
 optimized times are measured in the same child process (CUDA events, L2
 flushed, median); on a CPU only the cost model's estimate exists and the
-table says so.  "graph" columns time eager and LEGO through CUDA-graph
-replay (GPU time without launch overhead).  ``--json FILE`` also writes
-every report.
+table says so.  "launch" is how the shipped ModelNew runs (plan or the
+original forward, launched directly or replayed as a CUDA graph; chosen by
+measurement, ``lego_core.launch``).  ``--json FILE`` also writes every
+report.
 """
 from __future__ import annotations
 
@@ -46,7 +47,7 @@ def run_one(name: str, dtype: str, device: str, tiny: dict | None, out_root: Pat
 
 
 def print_table(rows: list[dict]) -> None:
-    head = f"{'model':18} {'dtype':5} {'subp':>4} {'triton':>6} {'lib':>4} {'e2e max err':>11} {'ok':>3} {'eager ms':>9} {'compile ms':>10} {'LEGO ms':>9} {'vs eager':>8} {'vs compile':>10} {'eager graph':>11} {'LEGO graph':>10} {'vs eager':>8} {'wall s':>6}"
+    head = f"{'model':18} {'dtype':5} {'subp':>4} {'triton':>6} {'lib':>4} {'e2e max err':>11} {'ok':>3} {'eager ms':>9} {'compile ms':>10} {'LEGO ms':>9} {'vs eager':>8} {'vs compile':>10} {'launch':>14} {'wall s':>6}"
     print(head)
     print("-" * len(head))
     for row in rows:
@@ -62,7 +63,7 @@ def print_table(rows: list[dict]) -> None:
             f"{_fmt(s['e2e_max_abs_error'], '.2e'):>11} {'yes' if s['e2e_passed'] else 'NO':>3} "
             f"{_fmt(t.get('eager_ms')):>9} {_fmt(t.get('compile_ms')):>10} {_fmt(t.get('optimized_ms')):>9} "
             f"{_fmt(vs_eager, '.2f'):>8} {_fmt(t.get('speedup_vs_compile'), '.2f'):>10} "
-            f"{_fmt(t.get('eager_graph_ms')):>11} {_fmt(t.get('optimized_graph_ms')):>10} {_fmt(t.get('graph_speedup_vs_eager'), '.2f'):>8} "
+            f"{(rep.get('launch') or {}).get('chosen', 'plan'):>14} "
             f"{row['wall_s']:>6.0f}{est}"
         )
 

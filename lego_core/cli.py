@@ -122,6 +122,9 @@ def summary_table(report: dict) -> Table:
         if timing.get("compile_ms"):
             table.add_row("torch.compile (measured)", f"{timing['compile_ms']:.4f} ms")
         table.add_row("optimized (measured)", f"{timing['optimized_ms']:.4f} ms")
+    launch = report.get("launch")
+    if launch:
+        table.add_row("launch" + (" (measured)" if launch.get("measured") else ""), launch.get("chosen", launch["forward"]))
     if metrics.get("strategy") == "monolithic":
         how = "monolithic: one agent, the whole model"
     else:

@@ -26,6 +26,33 @@ from lego_core.subproblem import boundary, function_source, region_graph
 from lego_core.tree import OrNode
 from lego_core.verify import tolerances
 
+RUNTIME = Path(__file__).parent / "templates" / "lego_runtime.py"
+# How ModelNew's forward runs until a measurement chooses (``lego_core.launch``):
+# the plan, launched directly (the only choice on a CPU).
+DEFAULT_LAUNCH = {"forward": "plan", "cuda_graph": False}
+_LAUNCH_MARK = "LAUNCH = "
+
+
+def launch_line(launch: dict) -> str:
+    """The ``LAUNCH = {...}`` line of ``optimized_model.py``: ``forward`` is
+    ``"plan"`` (LEGO's kernels and library calls) or ``"original"`` (the
+    user's own forward), ``cuda_graph`` whether it is replayed as a CUDA graph."""
+    value = {"forward": launch["forward"], "cuda_graph": bool(launch["cuda_graph"])}
+    return f"\n# how the forward runs, chosen by measurement (report.json, \"launch\")\n{_LAUNCH_MARK}{value!r}\n"
+
+
+def set_launch(out_dir: Path, launch: dict) -> None:
+    """Rewrite the ``LAUNCH`` line of ``out_dir/optimized_model.py``.
+
+    Raises ValueError when the file has no such line (not written by this version)."""
+    path = Path(out_dir) / "optimized_model.py"
+    lines = path.read_text().split("\n")
+    index = next((k for k, line in enumerate(lines) if line.startswith(_LAUNCH_MARK)), None)
+    if index is None:
+        raise ValueError(f"{path} has no LAUNCH line; compose it again with this version of LEGO")
+    lines[index] = launch_line(launch).strip("\n").split("\n")[-1]
+    path.write_text("\n".join(lines))
+
 HEADER = '''"""Optimized by LEGO: {model} ({settings}).
 
 ``ModelNew`` subclasses the original ``Model``, so it has the same parameters
@@ -62,6 +89,7 @@ def _load(name, relative_path):
 
 
 reference_model = _load("{ref_module}", "reference_model.py")
+lego_runtime = _load("{runtime_module}", "lego_runtime.py")
 {overrides}Model = reference_model.Model
 get_inputs = reference_model.get_inputs
 get_init_inputs = reference_model.get_init_inputs
@@ -86,6 +114,7 @@ def write_output(out_dir: Path, graph: Graph, items: list[OrNode], problem, run_
     graph; returns the kernel file paths (relative)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(problem.spec.path, out_dir / "reference_model.py")
+    shutil.copyfile(RUNTIME, out_dir / "lego_runtime.py")
     kernels_dir = out_dir / "kernels"
     if kernels_dir.exists():
         shutil.rmtree(kernels_dir)
@@ -115,7 +144,7 @@ def _write_constants(out_dir: Path, graph: Graph) -> None:
         (out_dir / "constants.pt").unlink(missing_ok=True)  # from an earlier run into the same folder
 
 
-def model_source(graph: Graph, items: list[OrNode], problem, run_id: str, kernel_files: list[str]) -> str:
+def model_source(graph: Graph, items: list[OrNode], problem, run_id: str, kernel_files: list[str], launch: dict | None = None) -> str:
     """Source of ``optimized_model.py``."""
     spec = problem.spec
     user_inputs = [n for n in graph.placeholders if graph.sources[n.name].kind == "input"]
@@ -137,6 +166,7 @@ def model_source(graph: Graph, items: list[OrNode], problem, run_id: str, kernel
             n_triton=sum(1 for leaf in items if leaf.chosen.implementation == "triton"),
             shapes=", ".join(str(list(s)) for s in shapes),
             ref_module=f"lego_reference_{run_id}",
+            runtime_module=f"lego_runtime_{run_id}",
             overrides=overrides,
             interpret='\nos.environ.setdefault("TRITON_INTERPRET", "1")  # optimized for the CPU: Triton\'s interpreter runs the kernels\n'
             if spec.device == "cpu"
@@ -147,6 +177,7 @@ def model_source(graph: Graph, items: list[OrNode], problem, run_id: str, kernel
         name = Path(path).stem
         parts.append(f'{name} = _load("lego_kernel_{run_id}_{name}", "{path}")\n')
     parts.append(f"\n# what the plan was made for: (\"tensor\", shape, dtype) or (\"value\", the Python value)\nINPUTS = {inputs_decl!r}\n")
+    parts.append(launch_line(launch or DEFAULT_LAUNCH))
     parts.append(CHECKS)
     body, functions = _forward_body(graph, items)
     parts += ["\n\n" + f for f in functions]
@@ -193,31 +224,72 @@ def _model_class(graph: Graph, user_inputs: list[fx.Node], is_tensor: list[bool]
     else:
         positions = [k for k, tensor in enumerate(is_tensor) if tensor]
     names = ", ".join(f"inputs[{k}]" for k in positions)
+    bound = [n for n in graph.placeholders if graph.sources[n.name].kind in ("parameter", "buffer", "constant")]
+    has_constants = any(graph.sources[n.name].kind == "constant" for n in bound)
     lines = [
         "\n\nclass ModelNew(Model):",
-        '    """The original Model with its forward replaced by the optimized plan (eval mode)."""',
+        '    """The original Model with its forward replaced by the optimized plan (eval mode).',
+        "",
+        "    ``lego_forward`` (``\"plan\"`` or ``\"original\"``) and ``lego_cuda_graph`` say how",
+        "    the forward runs; their defaults are ``LAUNCH``, chosen by measurement",
+        '    when the model was optimized (report.json, \"launch\")."""',
+        "",
+        '    lego_forward = LAUNCH["forward"]',
+        '    lego_cuda_graph = LAUNCH["cuda_graph"]',
         "",
         "    def __init__(self, *args, **kwargs):",
         "        super().__init__(*args, **kwargs)",
         "        self.eval()  # the plan implements the inference (eval-mode) forward",
     ]
-    if any(src.kind == "constant" for src in graph.sources.values()):
+    if has_constants:
         lines.append('        self._lego_constants = torch.load(_HERE / "constants.pt")')
     lines += [
+        "        self._lego_train_sensitive = any(isinstance(m, _TRAIN_SENSITIVE) for m in self.modules())",
+        "        self._lego_bound = lego_runtime.BoundTensors(self._lego_bind)",
+        "        self._lego_graph = lego_runtime.GraphReplayer(self._lego_run, self.parameters)",
+        "",
+        "    def _apply(self, fn, *args, **kwargs):",
+        "        lego_runtime.GENERATION[0] += 1  # .to()/.cuda()/.half() move tensors: bind and capture again",
+        "        return super()._apply(fn, *args, **kwargs)",
         "",
         "    def forward(self, *inputs):",
-        "        check_call(self, inputs)",
+        '        if self.lego_forward == "plan":',
+        "            check_call(self, inputs)",
+        "        elif not self.lego_cuda_graph:",
+        "            return super().forward(*inputs)  # the user's own forward, as eager runs it",
+        "        if self.lego_cuda_graph and not self.training:  # a graph replays what it captured: eval only",
+        "            out = self._lego_graph(inputs)",
+        "            if out is not None:",
+        "                return out",
+        "        return self._lego_run(*inputs)",
+        "",
+        "    def _lego_run(self, *inputs):",
+        '        if self.lego_forward == "original":',
+        "            return super().forward(*inputs)",
+        "        return self._lego_plan(*inputs)",
+        "",
+        "    def _lego_bind(self, device):",
+        '        """The parameters, buffers and constants the plan reads, in placeholder order."""',
+        "        return (",
     ]
-    if user_inputs:
-        lines.append(f"        {', '.join(n.name for n in user_inputs)}, = {names},")
-    for node in graph.placeholders:
+    for node in bound:
         src = graph.sources[node.name]
         if src.kind == "parameter":
-            lines.append(f"        {node.name} = self.get_parameter({src.target!r})")
+            lines.append(f"            self.get_parameter({src.target!r}),")
         elif src.kind == "buffer":
-            lines.append(f"        {node.name} = self.get_buffer({src.target!r})")
-        elif src.kind == "constant":
-            lines.append(f"        {node.name} = self._lego_constants[{node.name!r}].to(inputs[0].device)")
+            lines.append(f"            self.get_buffer({src.target!r}),")
+        else:
+            lines.append(f"            self._lego_constants[{node.name!r}].to(device),")
+    lines += [
+        "        )",
+        "",
+        "    def _lego_plan(self, *inputs):",
+    ]
+    if bound:
+        first = f"inputs[{is_tensor.index(True)}].device" if any(is_tensor) else "None"
+        lines.append(f"        {', '.join(n.name for n in bound)}, = self._lego_bound.get({first})")
+    if user_inputs:
+        lines.append(f"        {', '.join(n.name for n in user_inputs)}, = {names},")
     lines += [f"        {line}" for line in body]
     out = graph.output_nodes
     lines.append(f"        return {out[0].name}")
@@ -233,7 +305,7 @@ def check_call(model, inputs):
     """Raise ValueError unless ``inputs`` are what the plan was made for: same
     count, tensor shapes and dtypes, the same Python values (torch.export
     specialised them), and eval mode where the model has BatchNorm or Dropout."""
-    if model.training and any(isinstance(m, _TRAIN_SENSITIVE) for m in model.modules()):
+    if model.training and model._lego_train_sensitive:
         raise ValueError("ModelNew implements the eval-mode forward (BatchNorm statistics, no dropout); call .eval() first")
     if len(inputs) != len(INPUTS):
         raise ValueError(f"ModelNew takes {len(INPUTS)} inputs, got {len(inputs)}")

@@ -23,6 +23,7 @@ from lego_core.capture import capture_graph
 from lego_core.compose import write_output
 from lego_core.config import OptimizeConfig
 from lego_core.errors import OptimizeError
+from lego_core.launch import choose_launch
 from lego_core.events import RunFinished, RunStarted, Sink, StageStarted
 from lego_core.problem import ProblemSpec, load_problem
 from lego_core.report import build_report
@@ -63,8 +64,14 @@ def run_pipeline(spec: ProblemSpec, out_dir: str, config: OptimizeConfig, emit: 
     check = e2e.check_end_to_end(out, problem, config.e2e_seed)  # composed ModelNew vs eager
     if not check["passed"]:
         raise OptimizeError(f"the composed model does not match eager end to end: {check['reason']}")
+    emit(StageStarted(stage="launch"))
+    launch = choose_launch(out, problem, config)  # plan or original forward, direct or CUDA graph: measured
+    if launch["measured"]:
+        check = dict(e2e.check_end_to_end(out, problem, config.e2e_seed), plan_check=check)  # what ships
+        if not check["passed"]:
+            raise OptimizeError(f"the model as shipped ({launch['chosen']}) does not match eager end to end: {check['reason']}")
     timing = e2e.time_models(out, problem, config) if spec.device == "cuda" and config.timing == "auto" else None
-    report = build_report(problem, tree, result, check, timing, kernel_files, started, _versions())
+    report = build_report(problem, tree, result, check, timing, kernel_files, started, _versions(), launch)
     (out / "report.json").write_text(json.dumps(report, indent=2))
     emit(RunFinished(out_dir=str(out), summary=report["summary"]))
     return report

@@ -71,7 +71,7 @@ def _tree_summary(tree: FusionTree) -> dict:
     }
 
 
-def build_report(problem, tree: FusionTree, result: SearchResult, check: dict, timing: dict | None, kernel_files: list, started: float, versions: dict) -> dict:
+def build_report(problem, tree: FusionTree, result: SearchResult, check: dict, timing: dict | None, kernel_files: list, started: float, versions: dict, launch: dict | None = None) -> dict:
     """The report dict (JSON-ready)."""
     leaves = result.plan.items
     entries = [_leaf_entry(leaf) for leaf in leaves]
@@ -107,6 +107,7 @@ def build_report(problem, tree: FusionTree, result: SearchResult, check: dict, t
         "plan": plan,
         "end_to_end": check,
         "timing": timing,
+        "launch": launch,
         "metrics": metrics,
         "tree": _tree_summary(tree),
         "mutations": result.mutations,
@@ -119,5 +120,6 @@ def build_report(problem, tree: FusionTree, result: SearchResult, check: dict, t
             "e2e_passed": check["passed"],
             "speedup": speedup,
             "speedup_kind": kind,
+            "launch": launch.get("chosen", launch["forward"]) if launch else None,
         },
     }

@@ -68,6 +68,7 @@ def run_page_context(run: Run, request, share_token: str | None = None) -> dict[
         "layout_count": layout_count(report),
         "metrics": report.get("metrics") or {},
         "timing": report.get("timing") or {},
+        "launch": report.get("launch") or {},
         "error_source_line": error_source_line(run),
     }
 

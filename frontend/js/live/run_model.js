@@ -65,7 +65,7 @@
   "use strict";
   var LEGO = (window.LEGO = window.LEGO || {});
 
-  var SETTLING_STAGES = { compose: true, verify: true };
+  var SETTLING_STAGES = { compose: true, verify: true, launch: true };
 
   function num(v) {
     return typeof v === "number" && isFinite(v) ? v : null;

@@ -1,0 +1,164 @@
+"""The whole-model launch plan: ModelNew's bound tensors, its LAUNCH modes and
+the choice between them (lego_core.launch, templates/lego_runtime.py).
+
+One real optimize of mlp_residual at tiny sizes (CPU, Triton interpreter);
+the CUDA-graph replay itself runs only on a GPU (``gpu`` marker).
+"""
+import importlib.util
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+import torch
+
+from lego_core import ProblemSpec, optimize
+from lego_core.compose import set_launch
+from lego_core.config import OptimizeConfig
+from lego_core.launch import MIN_GAIN, _pick
+
+REPO = Path(__file__).resolve().parents[2]
+MLP = REPO.parent / "shared" / "models" / "mlp_residual.py"
+TINY = {"batch_size": 8, "d_model": 48, "d_hidden": 96}
+
+
+def load(folder: Path):
+    spec = importlib.util.spec_from_file_location(f"opt_{uuid.uuid4().hex[:8]}", folder / "optimized_model.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def mlp_out(tmp_path_factory):
+    if not MLP.is_file():
+        pytest.skip("reference models not found beside the repository")
+    out = tmp_path_factory.mktemp("mlp")
+    report = optimize(ProblemSpec(str(MLP), TINY), str(out), OptimizeConfig(cache=False))
+    return out, report
+
+
+def fresh_pair(module, seed=0):
+    torch.manual_seed(seed)
+    model = module.Model(*module.get_init_inputs()).eval()
+    new = module.ModelNew(*module.get_init_inputs())
+    new.load_state_dict(model.state_dict())
+    return model, new
+
+
+def test_cpu_run_ships_the_plan_launched_directly_and_says_why(mlp_out):
+    out, report = mlp_out
+    launch = report["launch"]
+    assert launch["forward"] == "plan" and launch["cuda_graph"] is False and launch["measured"] is False
+    assert "no GPU" in launch["reason"]
+    assert report["summary"]["launch"] == "plan"
+    assert (out / "lego_runtime.py").is_file()
+    assert "LAUNCH = {'forward': 'plan', 'cuda_graph': False}" in (out / "optimized_model.py").read_text()
+
+
+def test_bound_tensors_follow_new_weights_dtype_and_replaced_parameters(mlp_out):
+    out, _ = mlp_out
+    module = load(out)
+    model, new = fresh_pair(module)
+    x = torch.randn(8, 48)
+    with torch.no_grad():
+        torch.testing.assert_close(new(x), model(x), atol=1e-4, rtol=1e-4)
+        # in place: load_state_dict copies into the bound tensors
+        torch.manual_seed(7)
+        other = module.Model(*module.get_init_inputs()).eval()
+        new.load_state_dict(other.state_dict())
+        torch.testing.assert_close(new(x), other(x), atol=1e-4, rtol=1e-4)
+        # a new Parameter object assigned on a submodule: bound again
+        new.down.weight = torch.nn.Parameter(torch.randn_like(new.down.weight))
+        other.down.weight = torch.nn.Parameter(new.down.weight.detach().clone())
+        torch.testing.assert_close(new(x), other(x), atol=1e-4, rtol=1e-4)
+        # load_state_dict(assign=True) replaces the tensors themselves
+        torch.manual_seed(8)
+        third = module.Model(*module.get_init_inputs()).eval()
+        new.load_state_dict({k: v.clone() for k, v in third.state_dict().items()}, assign=True)
+        torch.testing.assert_close(new(x), third(x), atol=1e-4, rtol=1e-4)
+
+
+def test_original_forward_is_exactly_eager_and_skips_the_checks(mlp_out):
+    out, _ = mlp_out
+    module = load(out)
+    model, new = fresh_pair(module)
+    new.lego_forward = "original"
+    x = torch.randn(8, 48)
+    with torch.no_grad():
+        assert torch.equal(new(x), model(x))
+        # the user's forward takes other batch sizes; the plan does not
+        assert new(torch.randn(3, 48)).shape == (3, 48)
+        new.lego_forward = "plan"
+        with pytest.raises(ValueError, match=r"must be float32\[8, 48\]"):
+            new(torch.randn(3, 48))
+
+
+def test_graph_mode_without_a_gpu_runs_the_forward_directly(mlp_out):
+    out, _ = mlp_out
+    module = load(out)
+    model, new = fresh_pair(module)
+    new.lego_cuda_graph = True
+    x = torch.randn(8, 48)
+    with torch.no_grad():
+        torch.testing.assert_close(new(x), model(x), atol=1e-4, rtol=1e-4)
+    assert new._lego_graph.failure is None  # CPU inputs are never captured, nothing failed
+
+
+def test_set_launch_rewrites_only_the_launch_line(mlp_out, tmp_path):
+    out, _ = mlp_out
+    copy = tmp_path / "copy"
+    import shutil
+
+    shutil.copytree(out, copy)
+    before = (copy / "optimized_model.py").read_text()
+    set_launch(copy, {"forward": "original", "cuda_graph": True})
+    after = (copy / "optimized_model.py").read_text()
+    changed = [(a, b) for a, b in zip(before.splitlines(), after.splitlines()) if a != b]
+    assert changed == [("LAUNCH = {'forward': 'plan', 'cuda_graph': False}", "LAUNCH = {'forward': 'original', 'cuda_graph': True}")]
+    module = load(copy)
+    assert module.ModelNew.lego_forward == "original" and module.ModelNew.lego_cuda_graph is True
+    (copy / "optimized_model.py").write_text("x = 1\n")
+    with pytest.raises(ValueError, match="no LAUNCH line"):
+        set_launch(copy, {"forward": "plan", "cuda_graph": False})
+
+
+def test_pick_ships_the_fastest_only_when_it_clearly_beats_eager():
+    times = {"plan": 1.3, "plan+graph": 0.5, "original": 1.0, "original+graph": 0.7}
+    chosen = _pick(times, {})
+    assert (chosen["forward"], chosen["cuda_graph"], chosen["chosen"]) == ("plan", True, "plan+graph")
+    # within the noise margin of eager: the original forward ships
+    close = {"plan": 1.0 - MIN_GAIN / 2, "original": 1.0}
+    chosen = _pick(close, {"plan+graph": "cannot be captured: RuntimeError: x"})
+    assert (chosen["forward"], chosen["cuda_graph"]) == ("original", False)
+    assert "does not beat eager" in chosen["reason"]
+    assert chosen["variants"]["plan+graph"] == {"error": "cannot be captured: RuntimeError: x"}
+    # the original forward replayed as a graph is a candidate of its own
+    chosen = _pick({"plan": 2.0, "original": 1.0, "original+graph": 0.6}, {})
+    assert (chosen["forward"], chosen["cuda_graph"]) == ("original", True)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_graph_replay_matches_direct_and_outputs_stay_put(mlp_out):
+    out, _ = mlp_out
+    module = load(out)
+    model, new = fresh_pair(module)
+    model, new = model.cuda(), new.cuda()
+    new.lego_forward, new.lego_cuda_graph = "original", True  # the CPU-made plan's kernels are interpreter-bound
+    xs = [torch.randn(8, 48, device="cuda") for _ in range(3)]
+    with torch.no_grad():
+        first = new(xs[0])
+        keep = first.clone()
+        for x in xs:
+            torch.testing.assert_close(new(x), model(x))
+        assert torch.equal(first, keep), "a returned tensor changed on a later call"
+        assert new._lego_graph.failure is None and new._lego_graph._state is not None
+        new.load_state_dict({k: torch.randn_like(v) for k, v in model.state_dict().items()})
+        model.load_state_dict(new.state_dict())
+        torch.testing.assert_close(new(xs[1]), model(xs[1]))  # in-place weights: same graph, new values
+        new.double()
+        model.double()
+        x64 = xs[2].double()
+        torch.testing.assert_close(new(x64), model(x64))  # moved: captured again
