@@ -5,7 +5,8 @@ reads its inputs and writes its outputs from device memory.  ``fused_estimate_ms
 one launch that reads the boundary inputs and writes the boundary outputs
 once (a fused GEMM's matmul FLOPs still at the tensor-core rate).  Both go
 through ``costmodel.estimate_ms`` (a roofline for a named target GPU);
-``measure_ms`` times a callable on the GPU.
+``measure_ms`` times a callable on the GPU, replayed as a CUDA graph as the
+shipped model runs it.
 """
 from __future__ import annotations
 
@@ -68,7 +69,22 @@ def fused_estimate_ms(sub: SubProblem, dtype: torch.dtype, target: str) -> float
 
 
 def measure_ms(fn: Callable[[list], object], input_sets: list[list]) -> float:
-    """Median GPU time of ``fn(inputs)`` in ms (CUDA events, L2 flushed, inputs rotated)."""
+    """GPU time of ``fn(inputs)`` in ms as it costs inside the shipped model.
+
+    The shipped ``ModelNew`` is normally replayed as one CUDA graph
+    (``lego_core.launch``), where a kernel costs its GPU time plus the
+    graph's per-node gap and no Python launch overhead.  So a candidate or a
+    library region is timed the same way: captured into a CUDA graph and
+    replayed (``time_gpu(cuda_graph=True)``: CUDA events, L2 flushed, inputs
+    rotated, median), which also prices a library region of many small ATen
+    ops fairly (each op's launch gap is in the replay, the host's Python
+    overhead is not).  A callable that cannot be captured (a host sync, a
+    data-dependent shape) is timed launched directly.
+    """
     from lego_core.timing import time_gpu
 
-    return time_gpu(fn, input_sets).median_ms
+    try:
+        return time_gpu(fn, input_sets, cuda_graph=True).median_ms
+    except Exception:  # noqa: BLE001 - not capturable: time it launched directly
+        torch.cuda.synchronize()
+        return time_gpu(fn, input_sets).median_ms

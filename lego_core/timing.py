@@ -269,7 +269,9 @@ def _graph_replayer(fn: Callable[[list[torch.Tensor]], Any], input_sets: Sequenc
     graphs: dict[tuple[int, ...], tuple[torch.cuda.CUDAGraph, Any]] = {}
     for inputs in input_sets:
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
+        # a fresh stream per graph: graphs captured on one stream can share
+        # cuBLAS's workspace, and freeing one then breaks another (pytorch issue 193402)
+        with torch.cuda.graph(graph, stream=torch.cuda.Stream()):
             keep = fn(list(inputs))  # outputs stay alive with the graph
         graphs[tuple(id(x) for x in inputs)] = (graph, keep)
 
