@@ -57,6 +57,7 @@ class FusionGroup:
     roles: dict = dataclasses.field(default_factory=dict)
     fusable: bool = True
     reason: str = ""
+    library_ops: tuple = ()  # ATen ops the group's kernel file hands to the library on purpose (a conv_bn's conv)
 
     @property
     def names(self) -> set[str]:

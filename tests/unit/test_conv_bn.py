@@ -106,3 +106,122 @@ def test_batchnorm_does_not_join_a_row_reduction(tmp_path):
     bn_group = next(k for k, names in kinds if any("batch_norm" in n for n in names))
     assert bn_group == "pointwise"
     assert any(k == "row_reduction" for k, _ in kinds)
+
+
+# --------------------------------------------------------------------------
+# conv + BatchNorm folded into one library conv
+# --------------------------------------------------------------------------
+
+
+def conv_bn_subproblems(graph, tree):
+    """conv_bn sub-problems formed the way mutation forms them: a conv leaf and
+    the leaf that reads it (the BN alone, or BN + its pointwise tail)."""
+    from lego_core.fusion.legality import fusion_verdict
+    from lego_core.subproblem import make_subproblem
+
+    leaves = tree.leaves()
+    found = {}
+    for conv_leaf in leaves:
+        if conv_leaf.sub.ops != ["aten.convolution.default"]:
+            continue
+        conv = conv_leaf.sub.nodes[0]
+        if "batch_norm" not in str(next(iter(conv.users)).target):
+            continue  # the SE block's 1x1 convs feed a relu / an add
+        for leaf in leaves:
+            if leaf.sub.nodes[0] is not next(iter(conv.users), None):
+                continue
+            verdict = fusion_verdict(conv_leaf.sub.nodes + leaf.sub.nodes, [conv_leaf.sub.nodes, leaf.sub.nodes])
+            assert verdict.legal, verdict.reason
+            sub = make_subproblem(f"fold_{len(found)}", verdict.group.nodes, graph.output_nodes, "conv_bn", group=verdict.group)
+            found.setdefault(tuple(sub.ops), sub)
+    return list(found.values())
+
+
+class _Leaf:  # what leaf_input_sets needs of an OR node
+    def __init__(self, sub):
+        self.sub, self.id = sub, sub.id
+
+
+@pytest.mark.parametrize("name", ["resnet_stage.py", "mobile_se_block.py"])
+def test_folded_conv_bn_verifies(tmp_path, name):
+    problem, graph, tree = built(name)
+    subs = conv_bn_subproblems(graph, tree)
+    tails = {len(sub.ops) for sub in subs}
+    assert 2 in tails and max(tails) > 2, [sub.ops for sub in subs]  # BN alone, and BN + a tail
+    for sub in subs:
+        assert sub.group.kind == "conv_bn" and sub.group.library_ops == ("aten.convolution.default",)
+        source = generate(sub)
+        assert calls_back_into_reference(source, sub.ops, sub.group.library_ops) is None
+        assert calls_back_into_reference(source, sub.ops) is not None  # the conv is allowed only as declared
+        check(tmp_path, problem, graph, _Leaf(sub), source)
+
+
+def test_fold_follows_load_state_dict_and_in_place_updates(tmp_path):
+    """The kernel file folds from the tensors it is given on every call: new
+    weights loaded into the same parameters (load_state_dict copies in place)
+    and in-place updates reach the output; the cache never serves stale ones."""
+    problem, graph, tree = built("resnet_stage.py")
+    sub = next(s for s in conv_bn_subproblems(graph, tree) if len(s.ops) > 2)
+    path = tmp_path / "fold.py"
+    path.write_text(generate(sub))
+    module = load_module(path, "lego_test_convbn_fold_state")
+    model = problem.model
+
+    def run_both():
+        env = graph.run(model, problem.make_inputs(5))
+        inputs = [env[n.name] for n in sub.inputs]  # parameters are the model's own objects
+        got = module.launch(*inputs)
+        want = sub.run_reference(inputs)
+        for g, w in zip(got, want):
+            torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-4)
+        return got
+
+    first = run_both()
+    again = run_both()  # served from the cache
+    torch.testing.assert_close(first[0], again[0])
+    state = {k: torch.rand_like(v) + 0.5 if v.is_floating_point() else v for k, v in model.state_dict().items()}
+    model.load_state_dict(state)
+    after_load = run_both()
+    assert not torch.allclose(after_load[0], first[0])
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, torch.nn.BatchNorm2d):
+                m.running_var.mul_(3.0)
+                m.weight.add_(0.25)
+    after_update = run_both()
+    assert not torch.allclose(after_update[0], after_load[0])
+
+
+def test_mutation_proposes_the_fold():
+    from lego_core.search.mutation import propose_fusions
+
+    _problem, graph, tree = built("resnet_stage.py")
+    items = tree.first_decomposition_leaves()
+    proposals, _rejected = propose_fusions(items, graph.output_nodes, set())
+    folds = [p for p in proposals if p.kind == "conv + BatchNorm fold"]
+    assert folds and all(p.sub.group.kind == "conv_bn" for p in folds)
+    assert all(p.bytes_saved > 0 for p in folds)
+
+
+def test_fold_rejects_a_conv_read_twice(tmp_path):
+    from lego_core.fusion.conv_bn import conv_bn_group
+
+    src = tmp_path / "conv_twice.py"
+    src.write_text(
+        "import torch\nimport torch.nn as nn\n\n"
+        "class Model(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.conv = nn.Conv2d(3, 4, 3)\n"
+        "        self.bn = nn.BatchNorm2d(4)\n"
+        "        self.eval()\n"
+        "    def forward(self, x):\n"
+        "        y = self.conv(x)\n"
+        "        return self.bn(y) + y\n\n"
+        "def get_inputs():\n    return [torch.randn(2, 3, 6, 6)]\n\n"
+        "def get_init_inputs():\n    return []\n"
+    )
+    graph = capture_graph(load_problem(ProblemSpec(str(src))))
+    nodes = graph.compute_nodes
+    group, reason = conv_bn_group(nodes[:3])
+    assert group is None and "read by 2 nodes" in reason
