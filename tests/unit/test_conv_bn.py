@@ -225,3 +225,29 @@ def test_fold_rejects_a_conv_read_twice(tmp_path):
     nodes = graph.compute_nodes
     group, reason = conv_bn_group(nodes[:3])
     assert group is None and "read by 2 nodes" in reason
+
+
+# --------------------------------------------------------------------------
+# LayerNorm / RMSNorm fused with the residual add (transformer stacks)
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name, norm_ops",
+    [
+        ("gpt_stack.py", ["aten.native_layer_norm.default"]),
+        ("llama_stack.py", ["aten.pow.Tensor_Scalar", "aten.mean.dim", "aten.add.Tensor", "aten.rsqrt.default", "aten.mul.Tensor", "aten.mul.Tensor"]),
+    ],
+)
+def test_residual_add_and_norm_is_one_row_kernel_with_two_outputs(tmp_path, name, norm_ops):
+    """The seam split gives (residual add + norm) as one row-reduction group
+    whose kernel writes both the sum (the next residual) and the normalised rows."""
+    problem, graph, tree = built(name)
+    leaves = [leaf for leaf in tree.leaves() if leaf.sub.kind == "row_reduction" and leaf.sub.ops == ["aten.add.Tensor"] + norm_ops]
+    assert leaves, [leaf.sub.ops for leaf in tree.leaves() if leaf.sub.kind == "row_reduction"]
+    leaf = leaves[0]
+    assert len(leaf.sub.outputs) == 2
+    assert leaf.sub.outputs[0].name.startswith("add")  # the residual sum, read by the next residual add
+    source = generate(leaf.sub)
+    assert source.count("tl.store(") == 2
+    check(tmp_path, problem, graph, leaf, source)
