@@ -251,3 +251,27 @@ def test_residual_add_and_norm_is_one_row_kernel_with_two_outputs(tmp_path, name
     source = generate(leaf.sub)
     assert source.count("tl.store(") == 2
     check(tmp_path, problem, graph, leaf, source)
+
+
+def test_channels_last_capture_gives_nhwc_strides_and_kernels_follow_them(tmp_path):
+    """capture_graph(channels_last=True): conv outputs and the BN + add + relu
+    values carry NHWC strides; the generated kernel reads and writes them."""
+    from lego_core.capture import to_channels_last, value_info
+
+    tiny = json.loads((MODELS / "tiny.json").read_text())["resnet_stage.py"]
+    problem = load_problem(ProblemSpec(str(MODELS / "resnet_stage.py"), dict(tiny)))
+    graph = capture_graph(problem, channels_last=True)
+    conv = next(n for n in graph.compute_nodes if "convolution" in str(n.target))
+    n, c, h, w = value_info(conv).shape
+    assert value_info(conv).stride == (h * w * c, 1, w * c, c)
+    tree = build_tree(graph)
+    leaf = fused_leaves(tree, [BN, "aten.add.Tensor", "aten.relu.default"])[0]
+    assert leaf.sub.output_specs[0].stride == (h * w * c, 1, w * c, c)
+    path = tmp_path / "nhwc.py"
+    path.write_text(generate(leaf.sub))
+    module = load_module(path, "lego_test_convbn_nhwc")
+    env = graph.run(problem.model, [to_channels_last(x) for x in problem.make_inputs(3)])
+    inputs = [env[a.name] for a in leaf.sub.inputs]
+    got = module.launch(*inputs)[0]
+    assert got.stride() == leaf.sub.output_specs[0].stride
+    torch.testing.assert_close(got, env[leaf.sub.outputs[0].name], rtol=1e-5, atol=1e-5)
