@@ -52,9 +52,9 @@ from lego_core.subproblem import make_subproblem
 from lego_core.timing import time_gpu
 from lego_core.tree import _heavy_seams
 
-MODELS = Path(os.environ.get("LEGO_MODELS", Path(__file__).resolve().parents[3] / "shared" / "models"))
-if not MODELS.exists():
-    MODELS = Path("/work/shared/models")
+_ROOT = Path(__file__).resolve().parents[2]
+_PLACES = [os.environ.get("LEGO_MODELS", ""), _ROOT / "shared" / "models", _ROOT.parent / "shared" / "models", "/work/shared/models"]
+MODELS = next((Path(p) for p in _PLACES if p and (Path(p) / "tiny.json").exists()), Path("/work/shared/models"))
 
 
 def plan_subproblems(graph, fold: bool) -> list:
