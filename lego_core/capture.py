@@ -191,9 +191,28 @@ def decomposition_table() -> dict:
     return table
 
 
-def capture_graph(problem: Problem) -> Graph:
+def has_conv2d(problem: Problem) -> bool:
+    """Whether the model holds a 2-D convolution (where channels-last pays on a GPU)."""
+    return any(isinstance(m, torch.nn.Conv2d) for m in problem.model.modules())
+
+
+def to_channels_last(value: Any) -> Any:
+    """A 4-D tensor in channels-last (NHWC) memory format; anything else unchanged."""
+    if isinstance(value, torch.Tensor) and value.dim() == 4:
+        return value.contiguous(memory_format=torch.channels_last)
+    return value
+
+
+def capture_graph(problem: Problem, channels_last: bool = False) -> Graph:
     """Export ``problem.model`` at ``problem.make_inputs(0)`` into core ATen
     (recurrent layers kept whole, see ``KEPT_WHOLE``).
+
+    ``channels_last``: convert the model (its 4-D parameters, in place) and
+    the 4-D example inputs to channels-last first, so convolutions and every
+    value after them carry NHWC strides in their ValueInfo (cuDNN's bf16
+    convs are much faster so).  Generated kernels read through strides and
+    write the captured layout; a caller running the plan must hand 4-D inputs
+    in channels-last too (``to_channels_last``) for the layout to pay off.
 
     ``nn.MultiheadAttention``'s fused fast path is turned off while capturing
     (pytorch issue 115511) so attention decomposes into ATen ops.  Raises
@@ -201,6 +220,9 @@ def capture_graph(problem: Problem) -> Graph:
     control flow, unsupported Python), with torch's reason.
     """
     inputs = problem.make_inputs(seed=0)
+    if channels_last:
+        problem.model.to(memory_format=torch.channels_last)
+        inputs = [to_channels_last(x) for x in inputs]
     previous = torch.backends.mha.get_fastpath_enabled()
     torch.backends.mha.set_fastpath_enabled(False)
     try:

@@ -61,6 +61,10 @@ def fused_estimate_ms(sub: SubProblem, dtype: torch.dtype, target: str) -> float
     matmul = sum(_flops(n) for n in sub.nodes if costmodel.is_matmul_op(n.target))
     other = sum(_flops(n) for n in sub.nodes if not costmodel.is_matmul_op(n.target))
     bytes_moved = costmodel.tensor_bytes(tensors)
+    if getattr(sub.group, "kind", None) == "conv_bn":  # a library conv + a tail kernel: y goes to memory and back
+        from lego_core.fusion.conv_bn import intermediate_bytes
+
+        bytes_moved += intermediate_bytes(sub.group)
     if not matmul:
         return costmodel.estimate_ms(bytes_moved, other, False, dtype, 1, target)
     # one roofline for both classes: the vector FLOPs in matmul-peak units

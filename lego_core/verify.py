@@ -582,7 +582,7 @@ def forbidden_names(region_ops: Sequence[str]) -> frozenset[str]:
     return frozenset(n for n in names if n not in _HOST_ALLOWED)
 
 
-def calls_back_into_reference(source: str, region_ops: Sequence[str]) -> str | None:
+def calls_back_into_reference(source: str, region_ops: Sequence[str], library_ops: Sequence[str] = ()) -> str | None:
     """Static check that ``source`` computes the region in Triton.
 
     Returns a one-line reason when the source does not parse, defines no
@@ -593,13 +593,16 @@ def calls_back_into_reference(source: str, region_ops: Sequence[str]) -> str | N
     (``torch.matmul``, ``@``, convolutions, attention, norms), an ``nn``
     compute module, ``torch.compile`` and friends, or ``eval``/``exec``.
     Returns None when none of these is found.  ``region_ops``: ATen op names
-    such as ``"aten._softmax.default"``.
+    such as ``"aten._softmax.default"``.  ``library_ops``: ops the
+    sub-problem's form hands to the library on purpose (a ``conv_bn``
+    group's convolution, ``FusionGroup.library_ops``); their names may be called.
     """
     try:
         tree = ast.parse(source)
     except SyntaxError as exc:
         return f"source does not parse: {exc.msg} (line {exc.lineno})"
-    checker = _CallbackChecker(forbidden_names(region_ops))
+    allowed = {op_base_name(op) for op in library_ops}
+    checker = _CallbackChecker(frozenset(n for n in forbidden_names(region_ops) if n not in allowed))
     checker.visit(tree)
     if not checker.jit_functions:
         return "no @triton.jit kernel is defined"

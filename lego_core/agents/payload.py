@@ -332,6 +332,13 @@ def _regroup(nodes: list[fx.Node], group_kind: str | None):
         if group is None:
             raise PayloadError(f"the nodes do not form a GEMM-epilogue group: {reason}")
         return group
+    if group_kind == "conv_bn":
+        from lego_core.fusion.conv_bn import conv_bn_group
+
+        group, reason = conv_bn_group(nodes)
+        if group is None:
+            raise PayloadError(f"the nodes do not form a conv + BatchNorm group: {reason}")
+        return group
     if group_kind not in PARTITIONED_KINDS:
         raise PayloadError(f"unknown group kind {group_kind!r}")
     from lego_core.fusion.groups import partition

@@ -57,6 +57,7 @@ class FusionGroup:
     roles: dict = dataclasses.field(default_factory=dict)
     fusable: bool = True
     reason: str = ""
+    library_ops: tuple = ()  # ATen ops the group's kernel file hands to the library on purpose (a conv_bn's conv)
 
     @property
     def names(self) -> set[str]:
@@ -75,6 +76,8 @@ def broadcasts_to(shape: tuple, target: tuple) -> bool:
 
 def _shape(node: fx.Node) -> tuple | None:
     info = value_info(node)
+    if info is None and policy.is_channel_affine(node):
+        info = value_info(node.args[0])  # eval BatchNorm: output 0 has its input's shape
     return info.shape if info else None
 
 
@@ -86,6 +89,7 @@ class _GroupShape:
         self.is_row = False
         self.roles: dict[str, Role] = {}
         self.external: dict[str, Role] = {}  # roles of values read from outside, by torch's broadcasting
+        self.channel_affine = False  # holds an eval BatchNorm (indexed by dim 1): no row reduction may join
 
     def role_of(self, arg: fx.Node) -> Role | None:
         """Role of an operand: its in-group role, or the one its shape implies."""
@@ -114,8 +118,13 @@ class _GroupShape:
         out = _shape(node)
         if out is None:
             return None
+        affine = policy.is_channel_affine(node)
+        if affine and self.is_row:
+            return None  # a per-channel affine indexes dim 1; row programs index rows
         if self.shape is None:
             return {node.name: Role("vec")}
+        if affine and out != self.shape:
+            return None  # its [C] operands are read along dim 1 of the iteration shape itself
         operands = [a for a in node.all_input_nodes]
         if self.is_row:
             roles = [self.role_of(a) for a in operands]
@@ -131,11 +140,13 @@ class _GroupShape:
             if kind == "scal" and out[-1:] != (1,) and out != ():
                 return None
             return {node.name: Role(kind)}
-        if broadcasts_to(out, self.shape) or broadcasts_to(self.shape, out):
-            return {node.name: Role("vec")}
+        if broadcasts_to(out, self.shape) or (broadcasts_to(self.shape, out) and not self.channel_affine):
+            return {node.name: Role("vec")}  # with a channel affine inside, S keeps its rank (dim 1 = channel)
         return None
 
     def _admit_reduction(self, node: fx.Node) -> dict[str, Role] | None:
+        if self.channel_affine:
+            return None
         x = node.args[0]
         xs = _shape(x)
         if self.shape is not None and xs != self.shape:
@@ -180,7 +191,14 @@ class _GroupShape:
             out = _shape(node)
             if self.shape is None or (not self.is_row and broadcasts_to(self.shape, out) and out != self.shape):
                 self.shape = out
+        if policy.is_channel_affine(node):
+            self.channel_affine = True
+            channel = {a.name for a in policy.channel_operands(node)}
+        else:
+            channel = set()
         for arg in node.all_input_nodes:
+            if arg.name in channel:
+                continue  # read along dim 1, not by broadcasting (codegen: channel operands)
             if arg.name not in self.roles and arg.name not in self.external:
                 role = self.role_of(arg)
                 if role is not None:

@@ -19,7 +19,8 @@ implement.  The rules, each a function below:
 3. **What may fuse into a GEMM** (``fusion.gemm.gemm_epilogue_group``):
    only an epilogue: the GEMM first, its operands from outside (no
    prologue), then views of its result and pointwise ops on values of the
-   full output shape; no reductions.
+   full output shape; no reductions.  A convolution heads only a conv +
+   eval-BatchNorm fold (``fusion.conv_bn.conv_bn_group``).
 4. **One iteration space** (``partition``): the union must form exactly one
    fusion group (pointwise chain or row reduction) under the same rules as
    top-down grouping (``groups.py``), or a GEMM epilogue group.
@@ -43,6 +44,7 @@ from lego_core.fusion import policy
 from lego_core.fusion.groups import FusionGroup, partition
 
 GEMM_OPS = ("aten.mm.default", "aten.addmm.default")
+CONV_OP = "aten.convolution.default"  # heads a conv + BatchNorm fold (fusion.conv_bn)
 
 
 @dataclasses.dataclass
@@ -61,7 +63,7 @@ def library_only_ops(nodes: list[fx.Node]) -> list[str]:
         cat = policy.category(n)
         if cat in ("pointwise", "reduction", "layout", "getitem"):
             continue
-        if k == 0 and op_name(n) in GEMM_OPS:
+        if k == 0 and op_name(n) in GEMM_OPS + (CONV_OP,):
             continue
         bad.append(op_name(n))
     return bad
@@ -106,6 +108,11 @@ def fusion_verdict(nodes: list[fx.Node], parts: list[list[fx.Node]], deps: nx.Di
         from lego_core.fusion.gemm import gemm_epilogue_group
 
         group, reason = gemm_epilogue_group(nodes)
+        return Verdict(group is not None, reason if group is None else "", group)
+    if op_name(nodes[0]) == CONV_OP:
+        from lego_core.fusion.conv_bn import conv_bn_group
+
+        group, reason = conv_bn_group(nodes)
         return Verdict(group is not None, reason if group is None else "", group)
     groups = partition(nodes)
     if len(groups) != 1:

@@ -12,6 +12,11 @@ support policy and the partitioner).  Categories:
   layer_norm).
 - ``layout``: metadata-only ops (views, permutes, slices). They move no
   bytes and always stay library calls.
+- channel affine (counted as ``pointwise``): eval BatchNorm
+  (``_native_batch_norm_legit_no_training``), whose output 0 is
+  ``(x - mean) * rsqrt(var + eps) * weight + bias`` with the [C] statistics
+  and affine parameters indexed by dim 1 of x; its other outputs are empty in
+  eval mode and must be unused (``is_channel_affine``).  Not in row groups.
 - ``heavy``: everything else (GEMM, conv, LSTM pieces, topk, scatter, cat,
   cumsum, factories); each is its own fusion group and stays a library call
   in this version.
@@ -58,6 +63,10 @@ LAYOUT_OPS = frozenset(
     }
 )  # fmt: skip
 
+# Tuple-returning ops whose output 0 is a per-channel affine of args[0]
+# (channel = dim 1); args 1..4 are weight, bias (optional), mean, var, all [C].
+CHANNEL_AFFINE_OPS = frozenset({"aten._native_batch_norm_legit_no_training.default"})
+
 FLOAT_OR_BOOL = ("float", "bfloat16", "half", "bool")
 MAX_ROW_LENGTH = 32768  # one row must fit one program's registers
 
@@ -71,9 +80,36 @@ def category(node: fx.Node) -> str:
         return "layout"
     if name in POINTWISE_OPS and _fusable_dtypes(node) and _supported_pointwise(node):
         return "pointwise"
+    if name in CHANNEL_AFFINE_OPS and is_channel_affine(node):
+        return "pointwise"
     if name in REDUCTION_OPS and _fusable_dtypes(node) and is_row_reduction(node):
         return "reduction"
     return "heavy"
+
+
+def is_channel_affine(node: fx.Node) -> bool:
+    """True for an eval BatchNorm node the pointwise template can generate:
+    x of rank >= 2 (float), mean and var (and weight / bias when given) float
+    tensors of shape [C] with C = x.shape[1], only output 0 used (getitems of
+    index 0), and float eps.  Source: ATen's batch_norm inference formula
+    (aten/src/ATen/native/Normalization.cpp)."""
+    if op_name(node) not in CHANNEL_AFFINE_OPS or len(node.args) < 7 or not isinstance(node.args[6], (int, float)):
+        return False
+    x = value_info(node.args[0]) if isinstance(node.args[0], fx.Node) else None
+    if x is None or len(x.shape) < 2 or not x.dtype.is_floating_point:
+        return False
+    for k, arg in enumerate(node.args[1:5], start=1):
+        if arg is None and k in (1, 2):
+            continue
+        info = value_info(arg) if isinstance(arg, fx.Node) else None
+        if info is None or info.shape != (x.shape[1],) or not info.dtype.is_floating_point:
+            return False
+    return all(op_name(u) == "getitem" and u.args[1] == 0 for u in node.users)
+
+
+def channel_operands(node: fx.Node) -> list[fx.Node]:
+    """The [C] tensors a channel-affine node reads along dim 1 of its input."""
+    return [a for a in node.args[1:5] if isinstance(a, fx.Node)]
 
 
 def _fusable_dtypes(node: fx.Node) -> bool:

@@ -393,7 +393,7 @@ class Search:
         sub = node.sub
         with self.lane:
             input_sets = leaf_input_sets(node, self.activations, self.parameters, self.config.verify_seeds)
-            callback = calls_back_into_reference(cand.source, sub.ops)
+            callback = calls_back_into_reference(cand.source, sub.ops, getattr(sub.group, "library_ops", ()))
             if callback:
                 cand.verified = VerifyReport(False, math.inf, math.inf, callback, list(self.config.verify_seeds))
             else:

@@ -77,7 +77,8 @@ def _candidate_groups(items: list[OrNode]) -> list[tuple[list[OrNode], str]]:
             if _layout_only(succ) and len(via) < 3:
                 frontier.extend((s, via + [succ]) for s in deps.successors(succ_id))
                 continue
-            kind = "GEMM epilogue" if op_name(item.sub.nodes[0]) in ("aten.mm.default", "aten.addmm.default") else "producer-consumer"
+            head = op_name(item.sub.nodes[0])
+            kind = "GEMM epilogue" if head in ("aten.mm.default", "aten.addmm.default") else "conv + BatchNorm fold" if head == "aten.convolution.default" else "producer-consumer"
             found.append(([item, *via, succ], kind))
     readers: dict[str, list[OrNode]] = {}
     for item in items:

@@ -13,8 +13,8 @@ from lego_core.agents.template.codegen import generate, kernel_name, launch_conf
 from lego_core.agents.template.expressions import Unsupported
 from lego_core.subproblem import SubProblem
 
-TEMPLATE_KINDS = ("pointwise", "row_reduction", "gemm_epilogue")
-TEMPLATE_TITLES = {"pointwise": "pointwise", "row_reduction": "row reduction", "gemm_epilogue": "GEMM + epilogue"}
+TEMPLATE_KINDS = ("pointwise", "row_reduction", "gemm_epilogue", "conv_bn")
+TEMPLATE_TITLES = {"pointwise": "pointwise", "row_reduction": "row reduction", "gemm_epilogue": "GEMM + epilogue", "conv_bn": "conv + BatchNorm fold"}
 
 
 class TemplateAgent:

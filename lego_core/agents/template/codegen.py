@@ -30,11 +30,13 @@ import jinja2
 import torch.fx as fx
 
 from lego_core.capture import ValueInfo, op_name
+from lego_core.fusion import policy
 from lego_core.fusion.groups import Role, broadcasts_to
 from lego_core.subproblem import SubProblem
 from lego_core.agents.template.expressions import (
     POINTWISE,
     ROW_IDENTITY,
+    TUPLE_POINTWISE,
     Unsupported,
     literal,
     row_reduction_lines,
@@ -57,6 +59,7 @@ class _Operand:
     spec: ValueInfo
     access: str  # flat | row | col | rowscalar | strided | rowstrided
     role: Role
+    channel: bool = False  # a [C] operand read along dim 1 (eval BatchNorm statistics)
 
 
 def kernel_name(sp: SubProblem) -> str:
@@ -77,6 +80,10 @@ def generate(sp: SubProblem) -> str:
         from lego_core.agents.template import gemm_codegen  # it imports this module's helpers
 
         return gemm_codegen.generate(sp)
+    if group is not None and group.kind == "conv_bn" and group.fusable:
+        from lego_core.agents.template import conv_codegen  # it imports this module's helpers
+
+        return conv_codegen.generate(sp)
     if group is None or group.kind not in ("pointwise", "row_reduction") or not group.fusable:
         raise Unsupported(group.reason if group is not None and group.reason else f"{sp.kind} region")
     for spec, what in [(s, "input") for s in sp.input_specs] + [(s, "output") for s in sp.output_specs]:
@@ -86,11 +93,28 @@ def generate(sp: SubProblem) -> str:
         raise Unsupported("an output is smaller than the iteration shape")
     is_row = group.kind == "row_reduction"
     operands = [_operand(f"in{k}", n, spec, group, is_row) for k, (n, spec) in enumerate(zip(sp.inputs, sp.input_specs))]
+    _mark_channel_operands(sp, operands)
     results = [_operand(f"out{k}", n, spec, group, is_row) for k, (n, spec) in enumerate(zip(sp.outputs, sp.output_specs))]
     if is_row and any(r.role.kind == "vec" and r.spec.shape != group.shape for r in results):
         raise Unsupported("a row-shaped output is smaller than the iteration shape")
     body = _body(sp, operands, results, is_row)
     return _render(sp, operands, results, body, is_row)
+
+
+def _mark_channel_operands(sp: SubProblem, operands: list[_Operand]) -> None:
+    """Flag the [C] inputs of eval BatchNorm nodes: the kernel reads them at
+    each element's dim-1 index (strides from ``_channel_strides``), not by
+    torch's right-aligned broadcasting.  Unsupported when such an input is
+    also read by another op of the region (it would need both readings)."""
+    channel = {a.name for n in sp.nodes if op_name(n) in TUPLE_POINTWISE for a in policy.channel_operands(n)}
+    if not channel:
+        return
+    for n in sp.nodes:
+        if op_name(n) not in TUPLE_POINTWISE and any(a.name in channel for a in n.all_input_nodes):
+            raise Unsupported(f"{n.name} reads a BatchNorm statistic by broadcasting")
+    for o in operands:
+        if o.node.name in channel:
+            o.access, o.channel = "strided", True
 
 
 def _is_contiguous(spec: ValueInfo) -> bool:
@@ -179,7 +203,9 @@ def _emit_nodes(sp: SubProblem, env: dict[str, str], is_row: bool) -> list[str]:
         if name == "getitem":
             env[node.name] = f"{env[node.args[0].name]}_{node.args[1]}"
             continue
-        if name in POINTWISE:
+        if name in TUPLE_POINTWISE and not is_row:
+            lines.append(f"{var}_0 = {TUPLE_POINTWISE[name](node, _args(node, env))}  # {name}, output 0")
+        elif name in POINTWISE:
             lines.append(f"{var} = {POINTWISE[name](node, _args(node, env))}  # {name}")
         elif is_row and name in ROW_IDENTITY:
             env[node.name] = env[node.args[0].name]
@@ -293,6 +319,10 @@ def launch_config(group) -> str:
         from lego_core.agents.template import gemm_codegen
 
         return gemm_codegen.launch_config(group)
+    if group.kind == "conv_bn":
+        from lego_core.agents.template import conv_codegen
+
+        return conv_codegen.launch_config(group)
     shape = list(group.shape)
     if group.kind == "row_reduction":
         rows = math.prod(shape[:-1])
@@ -322,6 +352,7 @@ def _launch_lines(operands, results, strided, shape, is_row) -> tuple[list[str],
     tensor = {o.name: o.name for o in operands} | {r.name: f"out[{r.name[3:]}]" for r in results}
     for o in strided:
         fn = "_row_strides" if o.access == "rowstrided" or o.role.form == "rows" else "_strides"
+        fn = "_channel_strides" if o.channel else fn
         prepare.append(f"{o.name}_strides = {fn}({tensor[o.name]}, ITERATION_SHAPE)")
     ndim = len(shape)
     call = [tensor[o.name] for o in operands + results]

@@ -150,6 +150,24 @@ POINTWISE: dict[str, Handler] = {
     "aten._to_copy.default": _to_copy,
 }
 
+def _batch_norm_eval(node: fx.Node, a: list[str]) -> str:
+    """Output 0 of eval BatchNorm: (x - mean) * rsqrt(var + eps) * weight + bias,
+    the [C] operands already loaded at each element's channel (dim 1)."""
+    x, weight, bias, mean, var = a[:5]
+    y = f"(({x} - {mean}) * tl.math.rsqrt({var} + {literal(float(node.args[6]))}))"
+    if weight != "None":
+        y = f"({y} * {weight})"
+    if bias != "None":
+        y = f"({y} + {bias})"
+    return y
+
+
+# Ops returning a tuple whose output 0 is pointwise: the handler gives output
+# 0's expression (``v_<node>_0``, which ``getitem(node, 0)`` reads).
+TUPLE_POINTWISE: dict[str, Handler] = {
+    "aten._native_batch_norm_legit_no_training.default": _batch_norm_eval,
+}
+
 # Layout ops that are the identity on a per-row scalar inside a row program.
 ROW_IDENTITY = frozenset(
     {"aten.squeeze.dims", "aten.squeeze.dim", "aten.squeeze.default", "aten.unsqueeze.default", "aten.view.default",
