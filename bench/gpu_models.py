@@ -40,6 +40,7 @@ import json
 import math
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -59,6 +60,7 @@ ROW_KEYS = (
     "model", "floor_ms", "eager_ms", "compile_default_ms", "compile_reduce_overhead_ms", "lego_ms",
     "search_s", "verified", "eager_peak_mb", "search_peak_mb",
 )  # fmt: skip
+SEARCH_GRACE_S = 120.0  # past the optimizer's own --timeout, before its process group is killed
 DEFAULT_TOL = {"fp32": 1e-4, "bf16": 5e-2, "fp16": 1e-2}
 GROUPS = ("reference", "bench")
 
@@ -122,23 +124,35 @@ def run_search(entry: Entry, dtype: str, device: str, out_root: Path, timeout_s:
     folder = out_folder(out_root, entry, dtype, device)
     folder.parent.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", "lego_core", "optimize", entry.path, "--dtype", dtype, "--device", device, "--out", str(folder), "--no-compile"]
+    cmd += ["--timeout", str(timeout_s)]  # the optimizer stops itself; the process group is killed only past a grace period
     cmd += [arg for k, v in entry.overrides.items() for arg in ("--set", f"{k}={v}")] + list(extra)
     log = folder.with_name(folder.name + ".search.log")
     started = time.monotonic()
     info: dict = {"search_cmd": " ".join(cmd)}
     with open(log, "w") as out:
-        try:
-            proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=_child_env(device), cwd=str(ROOT), timeout=timeout_s)
-            info["search_rc"] = proc.returncode
-        except subprocess.TimeoutExpired:
-            info["search_rc"] = None
-            info["search_error"] = f"search timed out after {timeout_s:g} s"
+        rc = run_group(cmd, timeout_s + SEARCH_GRACE_S, stdout=out, env=_child_env(device))
+    info["search_rc"] = rc
+    if rc is None:
+        info["search_error"] = f"search timed out after {timeout_s:g} s"
     info["search_s"] = round(time.monotonic() - started, 1)
     if info["search_rc"] not in (0, None):
         tail = [line.strip() for line in log.read_text(errors="replace").splitlines() if line.strip()][-3:]
         info["search_error"] = f"optimizer exit {info['search_rc']}: " + " | ".join(tail)[-400:]
     folder.with_name(folder.name + ".search.json").write_text(json.dumps(info, indent=2))
     return info
+
+
+def run_group(cmd: list[str], timeout_s: float, **popen) -> int | None:
+    """Run ``cmd`` in its own session; past ``timeout_s`` kill its whole process
+    group (the optimizer's sandbox child too, so nothing keeps running on
+    the GPU).  Returns the exit status, None on timeout."""
+    proc = subprocess.Popen(cmd, cwd=str(ROOT), start_new_session=True, **popen)
+    try:
+        return proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        return None
 
 
 def stored_search(entry: Entry, dtype: str, device: str, out_root: Path) -> dict:
@@ -295,12 +309,9 @@ def time_in_child(entries: list[Entry], dtype: str, device: str, args, tol: floa
             cmd = [sys.executable, str(Path(__file__).resolve()), "--timing-worker", str(rows_file), "--dtypes", dtype, "--device", device,
                    "--models", ",".join(e.name for e in remaining), "--out-dir", str(args.out_dir), "--rep", str(args.rep),
                    "--modes", ",".join(args.modes), "--tol", str(tol)] + (["--tiny"] if args.tiny else [])  # fmt: skip
-            status = "ok"
-            try:
-                proc = subprocess.run(cmd, env=_child_env(device), cwd=str(ROOT), timeout=args.timing_timeout * len(remaining))
-                status = f"exit {proc.returncode}"
-            except subprocess.TimeoutExpired:
-                status = f"timed out after {args.timing_timeout * len(remaining):g} s"
+            limit = args.timing_timeout * len(remaining)
+            rc = run_group(cmd, limit, env=_child_env(device))
+            status = f"exit {rc}" if rc is not None else f"timed out after {limit:g} s"
             state = json.loads(rows_file.read_text()) if rows_file.is_file() else {}
         meta = meta or state.get("meta", {})
         meta.setdefault("ceilings", state.get("ceilings"))
@@ -473,6 +484,18 @@ def result_path(results_dir: Path, doc: dict) -> Path:
     return Path(results_dir) / f"{doc['date']}-{slug}-{doc['dtype']}.json"
 
 
+def sidebyside_command(rows: list[dict], entries: list[Entry], dtype: str) -> str:
+    """The ../shared/tools/sidebyside.py command that re-times the same output
+    folders independently (its numbers should agree with these)."""
+    paths = {e.name: e for e in entries}
+    pairs = []
+    for row in rows:
+        entry = paths.get(row["model"])
+        if entry and row.get("out_dir"):
+            pairs.append(f"{entry.path}={row['out_dir']}" + "".join(f",{k}={v}" for k, v in entry.overrides.items()))
+    return f"python3 {ROOT.parent / 'shared' / 'tools' / 'sidebyside.py'} --dtype {dtype} " + " ".join(pairs)
+
+
 # ---------------------------------------------------------------- command line
 
 
@@ -535,6 +558,8 @@ def main(argv: list[str] | None = None) -> int:
         print()
         print(format_table(part["rows"], dtype, part["meta"]), end="")
         print(f"written: {path}")
+        if args.device == "cuda":
+            print(f"independent check: {sidebyside_command(part['rows'], entries, dtype)}")
     return 0
 
 
