@@ -60,6 +60,7 @@ ROW_KEYS = (
     "model", "floor_ms", "eager_ms", "compile_default_ms", "compile_reduce_overhead_ms", "lego_ms",
     "search_s", "verified", "eager_peak_mb", "search_peak_mb",
 )  # fmt: skip
+MIN_SEARCH_S = 30.0  # a search is not started with less time than this left
 SEARCH_GRACE_S = 120.0  # past the optimizer's own --timeout, before its process group is killed
 DEFAULT_TOL = {"fp32": 1e-4, "bf16": 5e-2, "fp16": 1e-2}
 GROUPS = ("reference", "bench")
@@ -277,10 +278,11 @@ def machine_info(device: str) -> dict:
     return {"gpu": gpu, "torch": torch.__version__, "triton": triton_version}
 
 
-def timing_worker(entries: list[Entry], dtype: str, device: str, out_root: Path, rep: int, modes: list[str], tol: float, rows_file: Path) -> None:
+def timing_worker(entries: list[Entry], dtype: str, device: str, out_root: Path, rep: int, modes: list[str], tol: float, rows_file: Path, deadline: float | None = None) -> None:
     """Time ``entries`` one after another in this process; rewrite ``rows_file``
     (``{"meta": machine_info, "rows": [...]}``) after each model, so a crash
-    loses only the model it happened in."""
+    loses only the model it happened in.  A model not started by ``deadline``
+    (``time.time()``) becomes an error row."""
     state = {"meta": machine_info(device), "rows": []}
     if device == "cuda":
         import torch
@@ -290,6 +292,10 @@ def timing_worker(entries: list[Entry], dtype: str, device: str, out_root: Path,
         state["ceilings"] = roofline.measure_ceilings(device, dtype).to_dict()
         torch.cuda.empty_cache()
     for entry in entries:
+        left = _left(deadline)
+        if left is not None and left <= 0:
+            state["rows"].append(_failed_row(entry, dtype, "not timed: --budget spent", out_root, device))
+            continue
         state["rows"].append(time_entry(entry, dtype, device, out_root, rep, modes, tol))
         rows_file.write_text(json.dumps(state, indent=2, default=str))
         print(f"[{time.strftime('%H:%M:%S')}] timed {entry.name} {dtype}", flush=True)
@@ -309,7 +315,11 @@ def time_in_child(entries: list[Entry], dtype: str, device: str, args, tol: floa
             cmd = [sys.executable, str(Path(__file__).resolve()), "--timing-worker", str(rows_file), "--dtypes", dtype, "--device", device,
                    "--models", ",".join(e.name for e in remaining), "--out-dir", str(args.out_dir), "--rep", str(args.rep),
                    "--modes", ",".join(args.modes), "--tol", str(tol)] + (["--tiny"] if args.tiny else [])  # fmt: skip
+            cmd += ["--deadline", str(args.deadline)] if args.deadline else []
             limit = args.timing_timeout * len(remaining)
+            left = _left(args.deadline)
+            if left is not None:  # past the deadline the child only writes "not timed" rows; let the model in hand finish
+                limit = min(limit, max(left, 0.0) + args.timing_timeout)
             rc = run_group(cmd, limit, env=_child_env(device))
             status = f"exit {rc}" if rc is not None else f"timed out after {limit:g} s"
             state = json.loads(rows_file.read_text()) if rows_file.is_file() else {}
@@ -334,22 +344,43 @@ def _failed_row(entry: Entry, dtype: str, error: str, out_root: Path, device: st
 # ---------------------------------------------------------------- one worker: its share of the models, all dtypes
 
 
-def run_worker(entries: list[Entry], args) -> dict:
+def run_worker(entries: list[Entry], args, on_dtype=None) -> dict:
     """Search (unless ``--skip-search``) then time every entry, per dtype;
-    returns ``{dtype: {"meta": ..., "rows": [...]}}``."""
+    returns ``{dtype: {"meta": ..., "rows": [...]}}`` and hands each dtype's
+    part to ``on_dtype(dtype, part)`` as soon as it is done.  Searches stop
+    starting once the ``--search-budget`` deadline has passed (those models
+    become error rows) and each one's timeout is cut to what is left."""
     results = {}
     for dtype in args.dtypes:
         tol = args.tol if args.tol is not None else DEFAULT_TOL[dtype]
+        unsearched: dict[str, str] = {}
         for entry in entries:
             folder = out_folder(args.out_dir, entry, dtype, args.device)
             if args.skip_search and (folder / "optimized_model.py").is_file():
                 continue
-            info = run_search(entry, dtype, args.device, args.out_dir, args.timeout, args.search_arg)
+            left = _left(args.search_deadline)
+            if left is not None and left < MIN_SEARCH_S:
+                unsearched[entry.name] = "not searched: --search-budget spent"
+                continue
+            timeout = args.timeout if left is None else min(args.timeout, left)
+            info = run_search(entry, dtype, args.device, args.out_dir, timeout, args.search_arg)
             status = "ok" if info.get("search_rc") == 0 else info.get("search_error", "")
             print(f"[{time.strftime('%H:%M:%S')}] searched {entry.name} {dtype}: {status} ({info['search_s']:.0f} s)", flush=True)
-        meta, rows = time_in_child(entries, dtype, args.device, args, tol)
-        results[dtype] = {"meta": meta, "rows": rows}
+        to_time = [e for e in entries if e.name not in unsearched]
+        meta, rows = time_in_child(to_time, dtype, args.device, args, tol) if to_time else ({}, [])
+        by_name = {r["model"]: r for r in rows}
+        for entry in entries:
+            if entry.name in unsearched:
+                by_name[entry.name] = _failed_row(entry, dtype, unsearched[entry.name], args.out_dir, args.device)
+        results[dtype] = {"meta": meta, "rows": [by_name[e.name] for e in entries]}
+        if on_dtype:
+            on_dtype(dtype, results[dtype])
     return results
+
+
+def _left(deadline: float | None) -> float | None:
+    """Seconds until ``deadline`` (a ``time.time()`` value), None without one."""
+    return None if deadline is None else deadline - time.time()
 
 
 def run_on_gpus(entries: list[Entry], args, gpus: list[str]) -> dict:
@@ -388,6 +419,8 @@ def _forwarded_args(args) -> list[str]:
     out += ["--skip-search"] if args.skip_search else []
     out += ["--tol", str(args.tol)] if args.tol is not None else []
     out += [f"--search-arg={a}" for a in args.search_arg]
+    out += ["--deadline", str(args.deadline)] if args.deadline else []
+    out += ["--search-deadline", str(args.search_deadline)] if args.search_deadline else []
     return out
 
 
@@ -515,6 +548,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--modes", default=None, help="torch.compile modes (default: default,reduce-overhead on cuda, none on cpu)")
     parser.add_argument("--tol", type=float, default=None, help="max norm-relative error of LEGO vs eager (default per dtype)")
     parser.add_argument("--search-arg", action="append", default=[], help="extra optimizer option (repeatable), e.g. --search-arg=--max-search-time=600")
+    parser.add_argument("--budget", type=float, default=None, help="seconds for the whole bench: models not timed by then become error rows")
+    parser.add_argument("--search-budget", type=float, default=None, help="seconds for all searches (of each GPU's share): later searches are skipped")
+    parser.add_argument("--deadline", type=float, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--search-deadline", type=float, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--timing-worker", type=Path, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--worker", type=Path, default=None, help=argparse.SUPPRESS)
     return parser
@@ -531,6 +568,11 @@ def parse_args(argv: list[str] | None = None):
         args.modes = "default,reduce-overhead" if args.device == "cuda" else ""
     args.modes = [m for m in args.modes.split(",") if m]
     args.out_dir = args.out_dir.resolve()
+    now = time.time()
+    if args.budget is not None and args.deadline is None:
+        args.deadline = now + args.budget
+    if args.search_budget is not None and args.search_deadline is None:
+        args.search_deadline = now + args.search_budget
     return args
 
 
@@ -538,28 +580,31 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     entries = select_models(args.models.split(",") if args.models else None, args.tiny)
     if args.timing_worker:
-        timing_worker(entries, args.dtypes[0], args.device, args.out_dir, args.rep, args.modes, args.tol, args.timing_worker)
+        timing_worker(entries, args.dtypes[0], args.device, args.out_dir, args.rep, args.modes, args.tol, args.timing_worker, args.deadline)
         return 0
     if args.worker:
         args.worker.write_text(json.dumps(run_worker(entries, args), default=str))
         return 0
     gpus = [g for g in (args.gpus or "").split(",") if g]
-    if len(gpus) > 1:
-        results = run_on_gpus(entries, args, gpus)
-    else:
-        if gpus:
-            os.environ["CUDA_VISIBLE_DEVICES"] = gpus[0]  # inherited by the search and timing processes
-        results = run_worker(entries, args)
     args.results_dir.mkdir(parents=True, exist_ok=True)
-    for dtype, part in results.items():
+
+    def write(dtype: str, part: dict) -> None:
         doc = result_document(part["rows"], dtype, part["meta"], args.device)
         path = result_path(args.results_dir, doc)
         path.write_text(json.dumps(doc, indent=2, default=str) + "\n")
         print()
         print(format_table(part["rows"], dtype, part["meta"]), end="")
-        print(f"written: {path}")
+        print(f"written: {path}", flush=True)
         if args.device == "cuda":
-            print(f"independent check: {sidebyside_command(part['rows'], entries, dtype)}")
+            print(f"independent check: {sidebyside_command(part['rows'], entries, dtype)}", flush=True)
+
+    if len(gpus) > 1:
+        for dtype, part in run_on_gpus(entries, args, gpus).items():
+            write(dtype, part)
+    else:
+        if gpus:
+            os.environ["CUDA_VISIBLE_DEVICES"] = gpus[0]  # inherited by the search and timing processes
+        run_worker(entries, args, on_dtype=write)  # each dtype's table and JSON as soon as it is done
     return 0
 
 
