@@ -3,13 +3,13 @@ hand: a fused qkv projection, scores = (Q K^T) * scale, softmax over the
 keys, softmax @ V, an output projection and a residual add.
 
 Memory (eager, bf16, file sizes): one score matrix is batch*heads*T*T =
-1*9*16384*16384 elements = 4608 MiB.  The peak holds two of them at once
-(Q K^T and its scaled copy during the multiply, then the scaled scores and
-the softmax during the softmax): 9216 MiB, plus about 0.1 GiB of
-activations (x, qkv, the attention output, each 18-54 MiB) and 2.5 MiB of
-weights: a computed peak of about 9.1 GiB (9.0 GiB of scores).  In fp32
-every figure doubles (about 18.2 GiB).  Unfused, that is what eager needs;
-a flash-attention style kernel needs none of it."""
+1*9*16384*16384 elements * 2 bytes = 4608 MiB.  The peak holds two of them
+at once (Q K^T and its scaled copy during the multiply, then the scaled
+scores and the softmax during the softmax): 9216 MiB, plus the input x
+(18 MiB), the qkv projection (54 MiB) and 2.5 MiB of weights: a computed
+peak of about 9290 MiB = 9.07 GiB (9,740 MB in the bench's 1e6-byte MB).
+In fp32 every figure doubles (about 18.1 GiB).  Unfused, that is what eager
+needs; a flash-attention style kernel needs none of the score matrices."""
 import torch
 import torch.nn as nn
 
