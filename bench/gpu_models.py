@@ -62,6 +62,7 @@ ROW_KEYS = (
 )  # fmt: skip
 MIN_SEARCH_S = 30.0  # a search is not started with less time than this left
 SEARCH_GRACE_S = 120.0  # past the optimizer's own --timeout, before its process group is killed
+DEADLINE_GRACE_S = 30.0  # past --budget, before the timing process is killed (the model in hand becomes an error row)
 DEFAULT_TOL = {"fp32": 1e-4, "bf16": 5e-2, "fp16": 1e-2}
 GROUPS = ("reference", "bench")
 
@@ -114,13 +115,14 @@ def _child_env(device: str = "cuda") -> dict:
     return env
 
 
-def run_search(entry: Entry, dtype: str, device: str, out_root: Path, timeout_s: float, extra: list[str]) -> dict:
+def run_search(entry: Entry, dtype: str, device: str, out_root: Path, timeout_s: float, extra: list[str], grace_s: float = SEARCH_GRACE_S) -> dict:
     """Run the optimizer on one model in its own process (``python -m lego_core optimize``).
 
     Returns and stores beside the folder (``<folder>.search.json``):
     ``search_s`` (wall seconds), ``search_rc`` (exit status, None on
     timeout), ``search_error`` (the last lines of its output when it failed).
-    Its full output goes to ``<folder>.search.log``.
+    Its full output goes to ``<folder>.search.log``.  The optimizer gets
+    ``--timeout timeout_s``; its process group is killed ``grace_s`` later.
     """
     folder = out_folder(out_root, entry, dtype, device)
     folder.parent.mkdir(parents=True, exist_ok=True)
@@ -131,7 +133,7 @@ def run_search(entry: Entry, dtype: str, device: str, out_root: Path, timeout_s:
     started = time.monotonic()
     info: dict = {"search_cmd": " ".join(cmd)}
     with open(log, "w") as out:
-        rc = run_group(cmd, timeout_s + SEARCH_GRACE_S, stdout=out, env=_child_env(device))
+        rc = run_group(cmd, timeout_s + grace_s, stdout=out, env=_child_env(device))
     info["search_rc"] = rc
     if rc is None:
         info["search_error"] = f"search timed out after {timeout_s:g} s"
@@ -319,7 +321,7 @@ def time_in_child(entries: list[Entry], dtype: str, device: str, args, tol: floa
             limit = args.timing_timeout * len(remaining)
             left = _left(args.deadline)
             if left is not None:  # past the deadline the child only writes "not timed" rows; let the model in hand finish
-                limit = min(limit, max(left, 0.0) + args.timing_timeout)
+                limit = min(limit, max(left, 0.0) + DEADLINE_GRACE_S)
             rc = run_group(cmd, limit, env=_child_env(device))
             status = f"exit {rc}" if rc is not None else f"timed out after {limit:g} s"
             state = json.loads(rows_file.read_text()) if rows_file.is_file() else {}
@@ -362,10 +364,13 @@ def run_worker(entries: list[Entry], args, on_dtype=None) -> dict:
             if left is not None and left < MIN_SEARCH_S:
                 unsearched[entry.name] = "not searched: --search-budget spent"
                 continue
-            timeout = args.timeout if left is None else min(args.timeout, left)
-            info = run_search(entry, dtype, args.device, args.out_dir, timeout, args.search_arg)
+            cut = left is not None and left < args.timeout
+            timeout = left if cut else args.timeout
+            info = run_search(entry, dtype, args.device, args.out_dir, timeout, args.search_arg, DEADLINE_GRACE_S if cut else SEARCH_GRACE_S)
             status = "ok" if info.get("search_rc") == 0 else info.get("search_error", "")
             print(f"[{time.strftime('%H:%M:%S')}] searched {entry.name} {dtype}: {status} ({info['search_s']:.0f} s)", flush=True)
+        if args.search_only:
+            continue
         to_time = [e for e in entries if e.name not in unsearched]
         meta, rows = time_in_child(to_time, dtype, args.device, args, tol) if to_time else ({}, [])
         by_name = {r["model"]: r for r in rows}
@@ -417,6 +422,7 @@ def _forwarded_args(args) -> list[str]:
            "--modes", ",".join(args.modes), "--timeout", str(args.timeout), "--timing-timeout", str(args.timing_timeout)]  # fmt: skip
     out += ["--tiny"] if args.tiny else []
     out += ["--skip-search"] if args.skip_search else []
+    out += ["--search-only"] if args.search_only else []
     out += ["--tol", str(args.tol)] if args.tol is not None else []
     out += [f"--search-arg={a}" for a in args.search_arg]
     out += ["--deadline", str(args.deadline)] if args.deadline else []
@@ -548,6 +554,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--modes", default=None, help="torch.compile modes (default: default,reduce-overhead on cuda, none on cpu)")
     parser.add_argument("--tol", type=float, default=None, help="max norm-relative error of LEGO vs eager (default per dtype)")
     parser.add_argument("--search-arg", action="append", default=[], help="extra optimizer option (repeatable), e.g. --search-arg=--max-search-time=600")
+    parser.add_argument("--search-only", action="store_true", help="search (or keep, with --skip-search) the output folders; time nothing (time them later with --skip-search)")
     parser.add_argument("--budget", type=float, default=None, help="seconds for the whole bench: models not timed by then become error rows")
     parser.add_argument("--search-budget", type=float, default=None, help="seconds for all searches (of each GPU's share): later searches are skipped")
     parser.add_argument("--deadline", type=float, default=None, help=argparse.SUPPRESS)
