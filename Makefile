@@ -1,5 +1,6 @@
 # The one build for LEGO.  `make run` serves the web app, `make test` runs
-# every test; `make demo` and `make bench` are extras.
+# every test; `make demo`, `make bench`, `make bench-search` and
+# `make bench-gpu` are extras.
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
@@ -13,7 +14,7 @@ INTERPRET := $(if $(HAS_GPU),,TRITON_INTERPRET=1)
 DEMO_MODEL ?= ../shared/models/mlp_residual.py
 DEMO_SET ?= batch_size=8 d_model=48 d_hidden=96
 
-.PHONY: install browser run test demo bench bench-search screenshots clean
+.PHONY: install browser run test demo bench bench-search bench-gpu screenshots clean
 
 install: $(STAMP)
 
@@ -61,6 +62,15 @@ bench: $(STAMP)
 # --agents 1 vs 4 (agent calls, time to first/final plan, plan cost).
 bench-search: $(STAMP)
 	TRITON_INTERPRET=1 $(PY) bench/search_models.py $(BENCH_ARGS)
+
+# On a GPU machine: every reference model and the bench's own (bench/models)
+# at file sizes, bf16 and fp32: the optimizer per model in its own process,
+# then one timing process per dtype: roofline floor, eager, torch.compile
+# default and reduce-overhead, LEGO's ModelNew, peak memory, search time;
+# JSON under bench/results/.  BENCH_ARGS passes options, e.g.
+# BENCH_ARGS="--gpus 0,1 --dtypes bf16 --models gpt_stack,lstm2 --skip-search".
+bench-gpu: $(STAMP)
+	$(PY) bench/gpu_models.py $(BENCH_ARGS)
 
 # PNGs of the product for people who do not run a browser: the run page
 # mid-run and finished and the shared page, from the live browser test

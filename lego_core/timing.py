@@ -174,14 +174,17 @@ def measure(
     clock: Clock,
     warmup_ms: float = DEFAULT_WARMUP_MS,
     rep: int = DEFAULT_REP,
+    sync_each: bool = False,
 ) -> TimingResult:
     """The measuring loop shared by :func:`time_gpu` and :func:`time_cpu`.
 
     ``fn(inputs)`` is called on ``input_sets[i % len(input_sets)]``: once per
     set first, then ``_ESTIMATE_CALLS`` calls to estimate its cost, then
     about ``warmup_ms`` of warm-up calls (at least one, at most 1000), then
-    ``rep`` timed calls each preceded by ``clock.flush()``.  ``ValueError``
-    for no input sets or ``rep < 1``.
+    ``rep`` timed calls each preceded by ``clock.flush()``; ``sync_each``
+    waits for each timed call to finish before the next flush (the rule of
+    ../shared/tools/sidebyside.py: every call starts on an idle device).
+    ``ValueError`` for no input sets or ``rep < 1``.
     """
     if not input_sets:
         raise ValueError("timing needs at least one input set")
@@ -216,6 +219,8 @@ def measure(
         start = clock.mark()
         call()
         marks.append((start, clock.mark()))
+        if sync_each:
+            clock.sync()
     clock.sync()
     return summarize([clock.elapsed_ms(a, b) for a, b in marks], clock.method)
 
@@ -229,6 +234,7 @@ def time_gpu(
     flush_l2: bool = True,
     l2_flush_bytes: int = L2_FLUSH_BYTES,
     cuda_graph: bool = False,
+    sync_each: bool = False,
 ) -> TimingResult:
     """Median GPU time of ``fn(inputs)`` in milliseconds, by CUDA events.
 
@@ -241,6 +247,7 @@ def time_gpu(
     capture ``fn`` once per input set into a CUDA graph and time the
     replays (removes launch gaps; for whole-model timing); ``fn`` must then
     be capturable (no host sync, no allocation that changes between calls).
+    ``sync_each``: synchronize after every timed call (see :func:`measure`).
 
     Raises ``RuntimeError`` when no CUDA device is available, ``ValueError``
     for empty ``input_sets`` or ``rep < 1``.
@@ -252,7 +259,7 @@ def time_gpu(
         clock = CudaEventClock(device, l2_flush_bytes if flush_l2 else 0)
         if cuda_graph:
             fn = _graph_replayer(fn, input_sets)
-        result = measure(fn, input_sets, clock, warmup_ms, rep)
+        result = measure(fn, input_sets, clock, warmup_ms, rep, sync_each)
     return dataclasses.replace(result, method="cuda_graph") if cuda_graph else result
 
 
@@ -291,6 +298,19 @@ def time_cpu(
     with the same rotation and warm-up as :func:`time_gpu` and no cache flush.
     For CPU code only: GPU work is asynchronous and would not be counted."""
     return measure(fn, input_sets, PerfCounterClock(), warmup_ms, rep)
+
+
+def time_on_device(
+    fn: Callable[[list[torch.Tensor]], Any],
+    input_sets: Sequence[Sequence[torch.Tensor]],
+    warmup_ms: float = DEFAULT_WARMUP_MS,
+    rep: int = DEFAULT_REP,
+    sync_each: bool = False,
+) -> TimingResult:
+    """:func:`time_gpu` when any input is a CUDA tensor, else :func:`time_cpu`."""
+    if any(isinstance(x, torch.Tensor) and x.is_cuda for s in input_sets for x in s):
+        return time_gpu(fn, input_sets, warmup_ms, rep, sync_each=sync_each)
+    return time_cpu(fn, input_sets, warmup_ms, rep)
 
 
 def _device_of(input_sets: Sequence[Sequence[torch.Tensor]]) -> torch.device:

@@ -85,6 +85,24 @@ def test_measure_rotates_inputs_flushes_and_takes_median():
     assert len(seen) == 3 + 5 + 3 + 6
 
 
+def test_measure_sync_each_waits_after_every_timed_call():
+    clock = FakeClock()
+
+    def fn(inputs):
+        clock.log.append("call")
+        clock.now += 1.0
+
+    result = measure(fn, [[torch.zeros(1)]], clock, warmup_ms=1.0, rep=4, sync_each=True)
+    timed_log = clock.log[clock.log.index("flush"):]
+    assert timed_log == ["flush", "call", "sync"] * 4 + ["sync"]
+    assert result.median_ms == pytest.approx(1.0)
+
+
+def test_time_on_device_picks_the_cpu_clock_for_cpu_tensors():
+    result = timing.time_on_device(lambda xs: xs[0] + 1, [[torch.zeros(8)]], warmup_ms=0.0, rep=3, sync_each=True)
+    assert result.method == "perf_counter" and result.n == 3
+
+
 def test_measure_argument_errors():
     with pytest.raises(ValueError, match="at least one input set"):
         measure(lambda xs: None, [], FakeClock())
