@@ -230,17 +230,11 @@ def _read_report(folder: Path) -> dict | None:
 
 
 def _launch_mode(report: dict | None) -> str | None:
-    """How ModelNew launches its plan, if the report says (key names differ between versions)."""
-    if not report:
-        return None
-    for where in (report, report.get("plan") or {}, report.get("timing") or {}):
-        for key in ("launch", "launch_mode", "launch_plan"):
-            value = where.get(key)
-            if isinstance(value, str):
-                return value
-            if isinstance(value, dict) and isinstance(value.get("mode"), str):
-                return value["mode"]
-    return None
+    """How the shipped ModelNew runs: report.json's ``launch.chosen``
+    (``plan``, ``plan+graph``, ``original``, ``original+graph``; see
+    lego_core/launch.py), or None for a report without one."""
+    launch = (report or {}).get("launch") or {}
+    return launch.get("chosen") or launch.get("forward")
 
 
 def _derive(row: dict, tol: float) -> None:
