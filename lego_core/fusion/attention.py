@@ -194,6 +194,16 @@ def attention_group(nodes: list[fx.Node]) -> tuple[AttentionGroup | None, str]:
 
 
 def _match(head: fx.Node) -> tuple[AttentionGroup | None, str]:
+    """The attention group starting at ``head`` (memoised in ``head.meta``: the tree asks per region)."""
+    if "lego_attention" not in head.meta:
+        head.meta["lego_attention"] = _match_uncached(head)
+    group, reason = head.meta["lego_attention"]
+    if group is None:
+        return None, reason
+    return AttentionGroup(list(group.nodes), "attention", shape=group.shape, spec=group.spec), ""
+
+
+def _match_uncached(head: fx.Node) -> tuple[AttentionGroup | None, str]:
     try:
         if op_name(head) in SDPA_OPS:
             spec, members = _match_fused(head)
