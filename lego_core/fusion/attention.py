@@ -58,6 +58,7 @@ WALK_LAYOUT = VIEW_OPS + (
     "aten.expand.default", "aten.clone.default", "aten.alias.default", "aten.unsqueeze.default",
     "aten.squeeze.dim", "aten.squeeze.dims", "aten.squeeze.default", "aten.permute.default",
     "aten.transpose.int", "aten.t.default", "aten.select.int", "aten.slice.Tensor", "aten.detach.default",
+    "aten.repeat_interleave.self_int",
 )  # fmt: skip
 SCALE_OPS = ("aten.mul.Scalar", "aten.div.Scalar", "aten.mul.Tensor", "aten.div.Tensor")
 SDPA_OPS = (
