@@ -3,7 +3,8 @@
 ``library_estimate_ms``: every non-layout ATen op is one kernel launch that
 reads its inputs and writes its outputs from device memory.  ``fused_estimate_ms``:
 one launch that reads the boundary inputs and writes the boundary outputs
-once (a fused GEMM's matmul FLOPs still at the tensor-core rate).  Both go
+once (a fused GEMM's matmul FLOPs still at the tensor-core rate; an
+``attention`` leaf's FLOPs from ``attention_flops``).  Both go
 through ``costmodel.estimate_ms`` (a roofline for a named target GPU);
 ``measure_ms`` times a callable on the GPU, replayed as a CUDA graph as the
 shipped model runs it.
@@ -58,6 +59,11 @@ def fused_estimate_ms(sub: SubProblem, dtype: torch.dtype, target: str) -> float
     at the vector rate: ``compute = matmul / matmul_peak + other / vector_peak``.
     """
     tensors = [t for n in sub.inputs for t in _node_tensors(n)] + [t for n in sub.outputs for t in _node_tensors(n)]
+    spec = getattr(sub.group, "spec", None) if sub.kind == "attention" else None
+    if spec is not None:
+        matmul, other = attention_flops(spec)
+        ratio = costmodel.compute_peak(dtype, True, target) / costmodel.compute_peak(dtype, False, target)
+        return costmodel.estimate_ms(costmodel.tensor_bytes(tensors), matmul + round(other * ratio), True, dtype, 1, target)
     matmul = sum(_flops(n) for n in sub.nodes if costmodel.is_matmul_op(n.target))
     other = sum(_flops(n) for n in sub.nodes if not costmodel.is_matmul_op(n.target))
     bytes_moved = costmodel.tensor_bytes(tensors)
@@ -70,6 +76,18 @@ def fused_estimate_ms(sub: SubProblem, dtype: torch.dtype, target: str) -> float
     # one roofline for both classes: the vector FLOPs in matmul-peak units
     ratio = costmodel.compute_peak(dtype, True, target) / costmodel.compute_peak(dtype, False, target)
     return costmodel.estimate_ms(bytes_moved, matmul + round(other * ratio), True, dtype, 1, target)
+
+
+def attention_flops(spec) -> tuple[int, int]:
+    """(GEMM FLOPs, other FLOPs) of one flash-attention kernel for an ``AttentionSpec``:
+    Q K^T and P V are ``2*B*H*M*N*(D + Dv)`` (``4*B*H*M*N*D`` when D = Dv), the online
+    softmax about 5 per score (scale, mask, max, exp, sum); a causal mask keeps
+    the fraction of scores on or below the diagonal (about half)."""
+    scores = spec.b * spec.h * spec.m * spec.n
+    kept = 1.0
+    if spec.causal or spec.mask_kind != "none":  # a mask that may be causal: priced as the causal kernel
+        kept = sum(min(spec.n, i + 1) for i in range(0, spec.m, max(1, spec.m // 64))) / (spec.n * len(range(0, spec.m, max(1, spec.m // 64))))
+    return round(2 * scores * (spec.d + spec.dv) * kept), round(5 * scores * kept)
 
 
 def measure_ms(fn: Callable[[list], object], input_sets: list[list]) -> float:

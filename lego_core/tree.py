@@ -46,6 +46,7 @@ from lego_core.capture import Graph
 from lego_core.capture import op_name
 from lego_core.events import NodeCreated
 from lego_core.fusion import policy
+from lego_core.fusion.attention import find_attention
 from lego_core.fusion.groups import FusionGroup, partition
 from lego_core.subproblem import SubProblem, make_subproblem
 
@@ -289,6 +290,7 @@ def _split_seams(node: OrNode, outputs: list[fx.Node], next_id) -> None:
     if len(pieces) <= 1:
         if not node.children:
             _split_groups(node, outputs, next_id)
+        _split_attention(node, outputs, next_id)
         return
     split = AndNode(next_id("and"), node.id, "by heavy-op seams")
     node.children.append(split)
@@ -299,6 +301,7 @@ def _split_seams(node: OrNode, outputs: list[fx.Node], next_id) -> None:
         child = OrNode(child_id, sub, split.id)
         split.children.append(child)
         _split_groups(child, outputs, next_id)
+    _split_attention(node, outputs, next_id)  # last: the first decompositions stay the library's
 
 
 def _heavy_seams(nodes: list[fx.Node]) -> list[tuple[bool, list[fx.Node]]]:
@@ -349,3 +352,62 @@ def _split_groups(node: OrNode, outputs: list[fx.Node], next_id) -> None:
 def _make_leaf(node: OrNode, group: FusionGroup) -> None:
     node.sub.kind = group.kind
     node.sub.group = group
+
+
+def _split_attention(node: OrNode, outputs: list[fx.Node], next_id) -> None:
+    """An ``attention`` decomposition of a region holding attention layers
+    (``fusion.attention.find_attention``) that no child module holds whole:
+    the nodes the attention group needs before it, the group (a leaf the
+    template agent writes a flash-attention kernel for), the rest; layers in
+    order.  Added after the region's other decompositions, which keep the
+    library path.  Each non-attention piece is split at heavy-op seams."""
+    if node.is_leaf and node.sub.kind != "region":
+        return  # already one fusion group
+    groups = find_attention(node.sub.nodes)
+    inner = [c for c in node.children[0].children] if node.children and node.children[0].label == "by module hierarchy" else []
+    groups = [g for g in groups if not any(g.names <= {n.name for n in c.sub.nodes} for c in inner)]
+    if not groups:
+        return
+    pieces: list[tuple[str, list[fx.Node], FusionGroup | None]] = []
+    rest = list(node.sub.nodes)
+    for group in groups:
+        members = group.names
+        needed = _ancestors_in(group.nodes, rest, members)
+        first = min(rest.index(n) for n in group.nodes)
+        before = [n for k, n in enumerate(rest) if n.name not in members and (k < first or n.name in needed)]
+        taken = {n.name for n in before} | members
+        if before:
+            pieces.append(("region", before, None))
+        pieces.append(("attention", group.nodes, group))
+        rest = [n for n in rest if n.name not in taken]
+    if rest:
+        pieces.append(("region", rest, None))
+    split = AndNode(next_id("and"), node.id, "attention")
+    node.children.append(split)
+    for kind, nodes, group in pieces:
+        child_id = next_id("or")
+        if group is not None:
+            sub = make_subproblem(f"sp{child_id[2:]}", nodes, outputs, "attention", group=group)
+            sub.module_path = node.sub.module_path or sub.module_path
+            sub.label = f"{sub.module_path or 'model'} · attention"
+            split.children.append(OrNode(child_id, sub, split.id))
+            continue
+        sub = make_subproblem(f"sp{child_id[2:]}", nodes, outputs, "region")
+        sub.module_path = node.sub.module_path
+        child = OrNode(child_id, sub, split.id)
+        split.children.append(child)
+        _split_seams(child, outputs, next_id)
+
+
+def _ancestors_in(start: list[fx.Node], pool: list[fx.Node], exclude: set[str]) -> set[str]:
+    """Names of the nodes of ``pool`` (not in ``exclude``) that ``start`` depends on."""
+    names = {n.name for n in pool}
+    found: set[str] = set()
+    stack = list(start)
+    while stack:
+        node = stack.pop()
+        for arg in node.all_input_nodes:
+            if arg.name in names and arg.name not in exclude and arg.name not in found:
+                found.add(arg.name)
+                stack.append(arg)
+    return found

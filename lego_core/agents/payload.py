@@ -16,7 +16,7 @@ rebuilds an equivalent SubProblem from that alone:
    (shapes, dtypes and strides come out as the captured graph had them);
 3. the fusion group is formed again from the nodes (``partition`` for
    pointwise / row-reduction / layout / heavy groups, ``gemm_epilogue_group``
-   for GEMM epilogues);
+   for GEMM epilogues, ``attention_group`` for attention);
 4. the rebuilt sub-problem's signature must equal the payload's.
 
 The graph is built from the parsed source rather than by executing and
@@ -338,6 +338,13 @@ def _regroup(nodes: list[fx.Node], group_kind: str | None):
         group, reason = conv_bn_group(nodes)
         if group is None:
             raise PayloadError(f"the nodes do not form a conv + BatchNorm group: {reason}")
+        return group
+    if group_kind == "attention":
+        from lego_core.fusion.attention import attention_group
+
+        group, reason = attention_group(nodes)
+        if group is None:
+            raise PayloadError(f"the nodes do not form an attention group: {reason}")
         return group
     if group_kind not in PARTITIONED_KINDS:
         raise PayloadError(f"unknown group kind {group_kind!r}")

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.filterwarnings(
 
 MODELS = Path(__file__).resolve().parents[3] / "shared" / "models"
 TINY = json.loads((MODELS / "tiny.json").read_text()) if (MODELS / "tiny.json").is_file() else {}
-LEAF_KINDS = {"pointwise", "row_reduction", "layout", "heavy"}
+LEAF_KINDS = {"pointwise", "row_reduction", "layout", "heavy", "attention"}
 
 
 @functools.lru_cache(maxsize=None)
@@ -110,10 +110,14 @@ def test_and_or_structure(name):
         if isinstance(node, OrNode):
             assert all(isinstance(c, AndNode) for c in node.children), "OR children are AND nodes"
             # top-down construction makes one decomposition, two where a region has
-            # child modules: by module hierarchy, and by heavy-op seams across them
-            assert len(node.children) <= 2
-            if len(node.children) == 2:
-                assert [c.label for c in node.children] == ["by module hierarchy", "by heavy-op seams"]
+            # child modules: by module hierarchy, and by heavy-op seams across them;
+            # a region holding an attention layer whole gets an "attention" one last
+            labels = [c.label for c in node.children]
+            if labels and labels[-1] == "attention":
+                labels = labels[:-1]
+            assert len(labels) <= 2
+            if len(labels) == 2:
+                assert labels == ["by module hierarchy", "by heavy-op seams"]
             if node.is_leaf:
                 assert node.sub.kind in LEAF_KINDS
                 assert isinstance(node.sub.group, FusionGroup)
@@ -123,7 +127,7 @@ def test_and_or_structure(name):
                 assert node.sub.kind == "region"
         else:
             assert isinstance(node, AndNode)
-            assert node.label in ("by module hierarchy", "by heavy-op seams", "fusion groups")
+            assert node.label in ("by module hierarchy", "by heavy-op seams", "fusion groups", "attention")
             assert node.children, "an AND node needs children"
             assert all(isinstance(c, OrNode) for c in node.children)
             # (see test_or_children_point_at_their_and_node for which id that should be)
@@ -174,6 +178,8 @@ def test_fusable_groups_have_an_iteration_shape_and_roles(name):
                     assert node.name in group.roles, f"{node.name} has no role in {leaf.id}"
             if not group.fusable:
                 assert group.reason
+        elif group.kind == "attention":
+            assert group.spec is not None and group.shape == tuple(leaf.sub.output_specs[0].shape)
         else:
             alone = [n for n in group.nodes if op_name(n) != "getitem"]
             assert len(alone) == 1 if group.kind == "heavy" else len(alone) <= 1, "layout/heavy ops stand alone"
@@ -247,9 +253,12 @@ def test_scores_chain_tail_is_one_row_reduction():
 def test_vit_attention_and_patch_embedding_leaves():
     _, tree = reference("vit_encoder.py")
     kinds = {}
+    attention = [leaf for leaf in tree.leaves() if leaf.sub.kind == "attention"]
     for leaf in tree.leaves():
         for op in leaf.sub.ops:
-            kinds.setdefault(op, set()).add(leaf.sub.kind)
+            if leaf.sub.kind != "attention":  # the fused alternative; the library path is below
+                kinds.setdefault(op, set()).add(leaf.sub.kind)
+    assert len(attention) == 2 and all(leaf.sub.ops.count("aten.bmm.default") == 2 for leaf in attention)
     assert kinds["aten.convolution.default"] == {"heavy"}
     assert kinds["aten.bmm.default"] == {"heavy"}
     assert kinds["aten.cat.default"] == {"heavy"}

@@ -1,8 +1,9 @@
 """The template agent: matches a sub-problem to a kernel template and fills it in.
 
 Offline and deterministic; it needs no network.  It handles fusion groups of
-kind ``pointwise``, ``row_reduction`` (see ``codegen``) and ``gemm_epilogue``
-(see ``gemm_codegen``; the groups come from ``fusion.gemm``) and declines
+kind ``pointwise``, ``row_reduction`` (see ``codegen``), ``gemm_epilogue``
+(see ``gemm_codegen``; the groups come from ``fusion.gemm``) and ``attention``
+(see ``attention_codegen``; the groups come from ``fusion.attention``) and declines
 everything else, which then stays a library (ATen) call.  Its transcript is a
 short log of what it matched and which configuration it chose.
 """
@@ -13,8 +14,8 @@ from lego_core.agents.template.codegen import generate, kernel_name, launch_conf
 from lego_core.agents.template.expressions import Unsupported
 from lego_core.subproblem import SubProblem
 
-TEMPLATE_KINDS = ("pointwise", "row_reduction", "gemm_epilogue", "conv_bn")
-TEMPLATE_TITLES = {"pointwise": "pointwise", "row_reduction": "row reduction", "gemm_epilogue": "GEMM + epilogue", "conv_bn": "conv + BatchNorm fold"}
+TEMPLATE_KINDS = ("pointwise", "row_reduction", "gemm_epilogue", "conv_bn", "attention")
+TEMPLATE_TITLES = {"pointwise": "pointwise", "row_reduction": "row reduction", "gemm_epilogue": "GEMM + epilogue", "conv_bn": "conv + BatchNorm fold", "attention": "flash attention"}
 
 
 class TemplateAgent:

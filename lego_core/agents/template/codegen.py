@@ -84,6 +84,10 @@ def generate(sp: SubProblem) -> str:
         from lego_core.agents.template import conv_codegen  # it imports this module's helpers
 
         return conv_codegen.generate(sp)
+    if group is not None and group.kind == "attention":
+        from lego_core.agents.template import attention_codegen
+
+        return attention_codegen.generate(sp)
     if group is None or group.kind not in ("pointwise", "row_reduction") or not group.fusable:
         raise Unsupported(group.reason if group is not None and group.reason else f"{sp.kind} region")
     for spec, what in [(s, "input") for s in sp.input_specs] + [(s, "output") for s in sp.output_specs]:
@@ -323,6 +327,10 @@ def launch_config(group) -> str:
         from lego_core.agents.template import conv_codegen
 
         return conv_codegen.launch_config(group)
+    if group.kind == "attention":
+        from lego_core.agents.template import attention_codegen
+
+        return attention_codegen.launch_config(group)
     shape = list(group.shape)
     if group.kind == "row_reduction":
         rows = math.prod(shape[:-1])
