@@ -18,7 +18,7 @@ from lego_core.config import OptimizeConfig
 from lego_core.launch import MIN_GAIN, _pick
 
 REPO = Path(__file__).resolve().parents[2]
-MLP = REPO.parent / "shared" / "models" / "mlp_residual.py"
+MLP = next((p for p in (REPO.parent / "shared" / "models" / "mlp_residual.py", REPO / "shared" / "models" / "mlp_residual.py") if p.is_file()), REPO.parent / "shared" / "models" / "mlp_residual.py")
 TINY = {"batch_size": 8, "d_model": 48, "d_hidden": 96}
 
 
