@@ -122,14 +122,51 @@ class Graph:
         return env
 
 
+    def values(self, model: torch.nn.Module, inputs: list, names: set[str]) -> dict[str, Any]:
+        """Run the graph eagerly and return only the values named in ``names``.
+
+        Unlike :meth:`run`, every other intermediate is freed after its last
+        use and the run stops once the last named value is computed, so the
+        peak is about the model's own activation memory plus the kept values.
+        Placeholders (weights, inputs) named in ``names`` are returned as is."""
+        env = self.placeholder_values(model, inputs)
+        wanted = set(names)
+        kept = {name: env[name] for name in wanted if name in env}
+        pending = wanted - set(kept) - set(env)
+        if pending:
+            interp = _RecordingInterpreter(self.ep.graph_module, keep=pending)
+            with torch.no_grad():
+                try:
+                    interp.run(*[env[n.name] for n in self.placeholders])
+                except _AllRecorded:
+                    pass
+            kept.update(interp.values)
+        return kept
+
+
+class _AllRecorded(Exception):
+    """Raised inside the interpreter when every wanted value is computed."""
+
+
 class _RecordingInterpreter(fx.Interpreter):
-    def __init__(self, gm: fx.GraphModule):
-        super().__init__(gm, garbage_collect_values=False)
+    """Records node values: all of them (``keep=None``; nothing is freed), or
+    only those in ``keep`` (others are freed after their last use and the run
+    stops once all of ``keep`` is recorded)."""
+
+    def __init__(self, gm: fx.GraphModule, keep: set[str] | None = None):
+        super().__init__(gm, garbage_collect_values=keep is not None)
         self.values: dict[str, Any] = {}
+        self.keep = None if keep is None else set(keep)
 
     def run_node(self, n: fx.Node) -> Any:
         result = super().run_node(n)
-        self.values[n.name] = result
+        if self.keep is None:
+            self.values[n.name] = result
+        elif n.name in self.keep:
+            self.values[n.name] = result
+            self.keep.discard(n.name)
+            if not self.keep:
+                raise _AllRecorded
         return result
 
 
