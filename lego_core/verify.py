@@ -225,8 +225,8 @@ def _metadata_mismatch(a: object, e: Tensor) -> str:
 # Outputs are compared in float64 piece by piece: a whole-tensor float64 copy of
 # a large output (a 16384 x 16384 score matrix per head) costs 4x its bf16 size
 # per temporary, many times the model's own memory.  Pieces of at most this
-# many elements (32 MiB per float64 temporary) keep the comparison's memory small.
-COMPARE_CHUNK_ELEMENTS = 1 << 22
+# many elements (8 MiB per float64 temporary) keep the comparison's memory small.
+COMPARE_CHUNK_ELEMENTS = 1 << 20
 
 
 def _pieces(a: Tensor, e: Tensor, limit: int | None = None):
