@@ -14,7 +14,7 @@ import dataclasses
 import re
 import sys
 import traceback
-from typing import Any
+from typing import Any, Callable
 
 import torch
 import torch.fx as fx
@@ -122,14 +122,61 @@ class Graph:
         return env
 
 
+    def values(self, model: torch.nn.Module, inputs: list, names: set[str], optional: set[str] = frozenset(), accept: Callable[[str, Any], bool] | None = None) -> dict[str, Any]:
+        """Run the graph eagerly and return only the values named in ``names``
+        (and those in ``optional`` that ``accept(name, value)`` takes when they
+        are computed; all of them when ``accept`` is None).
+
+        Unlike :meth:`run`, every other intermediate is freed after its last
+        use and the run stops once nothing more can be recorded, so the peak
+        is about the model's own activation memory plus the kept values.
+        Placeholders (weights, inputs) are returned as is."""
+        env = self.placeholder_values(model, inputs)
+        kept = {name: env[name] for name in set(names) | set(optional) if name in env}
+        pending = set(names) - set(env)
+        maybe = set(optional) - set(env)
+        if pending or maybe:
+            interp = _RecordingInterpreter(self.ep.graph_module, keep=pending, optional=maybe, accept=accept)
+            with torch.no_grad():
+                try:
+                    interp.run(*[env[n.name] for n in self.placeholders])
+                except _AllRecorded:
+                    pass
+            kept.update(interp.values)
+        return kept
+
+
+class _AllRecorded(Exception):
+    """Raised inside the interpreter when every wanted value is computed."""
+
+
 class _RecordingInterpreter(fx.Interpreter):
-    def __init__(self, gm: fx.GraphModule):
-        super().__init__(gm, garbage_collect_values=False)
+    """Records node values: all of them (``keep=None``; nothing is freed), or
+    only those in ``keep`` and those in ``optional`` that ``accept`` takes
+    (others are freed after their last use, and the run stops once nothing
+    more can be recorded)."""
+
+    def __init__(self, gm: fx.GraphModule, keep: set[str] | None = None, optional: set[str] = frozenset(), accept=None):
+        super().__init__(gm, garbage_collect_values=keep is not None)
         self.values: dict[str, Any] = {}
+        self.keep = None if keep is None else set(keep)
+        self.optional = set(optional)
+        self.accept = accept
 
     def run_node(self, n: fx.Node) -> Any:
         result = super().run_node(n)
-        self.values[n.name] = result
+        if self.keep is None:
+            self.values[n.name] = result
+            return result
+        if n.name in self.keep:
+            self.values[n.name] = result
+            self.keep.discard(n.name)
+        elif n.name in self.optional:
+            self.optional.discard(n.name)
+            if self.accept is None or self.accept(n.name, result):
+                self.values[n.name] = result
+        if not self.keep and not self.optional:
+            raise _AllRecorded
         return result
 
 

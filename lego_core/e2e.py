@@ -47,8 +47,12 @@ def _to64(x):
     return x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x
 
 
-def check_end_to_end(out_dir: Path, problem, seed: int) -> dict:
-    """Compare the composed model with eager; returns ``passed``, errors, ``reason``, ``seed``."""
+def check_end_to_end(out_dir: Path, problem, seed: int, fp64_device: str | None = None) -> dict:
+    """Compare the composed model with eager; returns ``passed``, errors, ``reason``, ``seed``.
+
+    ``fp64_device``: where the fp64 copy of the model runs when the bf16/fp16
+    check needs it (None: the problem's device; ``"cpu"`` keeps a float64
+    forward, 4x a bf16 one, off a GPU that has no room for it)."""
     new = load_composed(out_dir, problem)
     inputs = problem.make_inputs(seed)
     with torch.no_grad():
@@ -65,10 +69,12 @@ def check_end_to_end(out_dir: Path, problem, seed: int) -> dict:
     }
     if cmp.passed or problem.spec.dtype == "fp32" or not torch.isfinite(actual).all():
         return result
-    model64 = copy.deepcopy(problem.model).double()
+    device = fp64_device or problem.spec.device
+    model64 = copy.deepcopy(problem.model).to(device=device, dtype=torch.float64)
     with torch.no_grad():
-        truth = model64(*[_to64(x) for x in inputs])
-    err_new, err_eager = _norm_rel(actual, truth), _norm_rel(expected, truth)
+        truth = model64(*[_to64(x.to(device) if isinstance(x, torch.Tensor) else x) for x in inputs])
+    del model64
+    err_new, err_eager = _norm_rel(actual.to(device), truth), _norm_rel(expected.to(device), truth)
     result.update(
         passed=err_new <= 2 * err_eager,
         criterion="error against fp64 at most twice eager's",

@@ -23,11 +23,13 @@ from lego_core.capture import capture_graph
 from lego_core.compose import write_output
 from lego_core.config import OptimizeConfig
 from lego_core.errors import OptimizeError
+from lego_core.events import RunFinished, RunStarted, Sink, StageStarted, TranscriptMessage
 from lego_core.launch import choose_launch
-from lego_core.events import RunFinished, RunStarted, Sink, StageStarted
+from lego_core.memory import MemoryMeter
 from lego_core.problem import ProblemSpec, load_problem
 from lego_core.report import build_report
 from lego_core.search import Search, run_search
+from lego_core.search.boundary import BoundaryStore
 from lego_core.tree import FusionTree, build_tree, node_created
 
 
@@ -41,12 +43,18 @@ def run_pipeline(spec: ProblemSpec, out_dir: str, config: OptimizeConfig, emit: 
     emit(RunStarted(model=Path(spec.path).name, overrides=dict(spec.overrides), dtype=spec.dtype, device=spec.device))
 
     emit(StageStarted(stage="load"))
+    meter = MemoryMeter(spec.device)  # the run's peak device memory, from here to the report
     problem = load_problem(spec)  # import the file, apply overrides, build and run the model
+    meter.add_base(_model_tensors(problem.model))  # CPU: weights were made before the counter
+    meter.measure_eager(lambda: _eager_forward(problem))  # eager's peak: the bound's reference
     emit(StageStarted(stage="capture"))
     graph = capture_graph(problem)  # torch.export -> core ATen with shapes and module paths
     emit(StageStarted(stage="construct"))
     tree = build_tree_and_announce(graph, emit)  # top-down FusionTree down to fusion groups
-    activations = [graph.run(problem.model, problem.make_inputs(seed)) for seed in config.verify_seeds]
+    # boundary values per seed, on demand within the memory bound (not every
+    # intermediate of every seed: that multiplies the model's memory)
+    with meter.tracking():
+        activations = boundary_store(graph, tree, problem, config, meter)
     # the total is the search's own: it counts the nodes it queues (after
     # dedupe, retries and fusions included) in its progress events
     emit(StageStarted(stage="search"))
@@ -56,25 +64,77 @@ def run_pipeline(spec: ProblemSpec, out_dir: str, config: OptimizeConfig, emit: 
         cache = KernelCache(config.cache_dir, enabled=config.cache)  # signatures solved by earlier runs
         search = Search(tree, activations, parameters, make_agent("template"), config, spec.torch_dtype, spec.device, Path(work), emit, cache)
         search.cache_origin = f"run {run_id} of {spec.name}"
+        search.meter = meter
         result = run_search(search)  # top-down, dedupe, agents in parallel, mutation, budgets
-        del activations
+        activations.drop()
+        del activations, search
         emit(StageStarted(stage="compose"))
         kernel_files = write_output(out, graph, result.plan.items, problem, run_id)  # optimized_model.py + kernels/
     emit(StageStarted(stage="verify"))
-    check = e2e.check_end_to_end(out, problem, config.e2e_seed)  # composed ModelNew vs eager
+    with meter.tracking():
+        check = e2e.check_end_to_end(out, problem, config.e2e_seed, fp64_device=fp64_device(problem, meter))  # composed ModelNew vs eager
     if not check["passed"]:
         raise OptimizeError(f"the composed model does not match eager end to end: {check['reason']}")
     emit(StageStarted(stage="launch"))
-    launch = choose_launch(out, problem, config)  # plan or original forward, direct or CUDA graph: measured
+    with meter.tracking():
+        launch = choose_launch(out, problem, config)  # plan or original forward, direct or CUDA graph: measured
     if launch["measured"]:
-        check = dict(e2e.check_end_to_end(out, problem, config.e2e_seed), plan_check=check)  # what ships
+        with meter.tracking():
+            shipped = e2e.check_end_to_end(out, problem, config.e2e_seed, fp64_device=fp64_device(problem, meter))
+        check = dict(shipped, plan_check=check)  # what ships
         if not check["passed"]:
             raise OptimizeError(f"the model as shipped ({launch['chosen']}) does not match eager end to end: {check['reason']}")
     timing = e2e.time_models(out, problem, config) if spec.device == "cuda" and config.timing == "auto" else None
     report = build_report(problem, tree, result, check, timing, kernel_files, started, _versions(), launch)
+    report["memory"] = memory_report(meter, emit, tree.root.id)
     (out / "report.json").write_text(json.dumps(report, indent=2))
     emit(RunFinished(out_dir=str(out), summary=report["summary"]))
     return report
+
+
+def _model_tensors(model: torch.nn.Module) -> list:
+    return [*model.parameters(), *model.buffers()]
+
+
+def _eager_forward(problem) -> None:
+    """One eager forward on the example inputs (seed 0), as a user runs it."""
+    inputs = problem.make_inputs(0)
+    with torch.no_grad():
+        problem.model(*inputs)
+
+
+def boundary_store(graph, tree: FusionTree, problem, config: OptimizeConfig, meter: MemoryMeter) -> BoundaryStore:
+    """The verification seeds' boundary values of every sub-problem, within the
+    memory bound (less a margin for what the store does not count: the
+    timer's L2 flush buffer, compiler workspaces, comparison pieces)."""
+    needed = {node.name for n in tree.or_nodes() for node in n.sub.inputs}
+    limit = meter.bound - min(STORE_MARGIN_BYTES, meter.bound // 8)
+    return BoundaryStore(graph, problem.model, problem.make_inputs, config.verify_seeds, needed, limit, meter, meter.activation_bytes)
+
+
+STORE_MARGIN_BYTES = 768 << 20
+
+
+def fp64_device(problem, meter: MemoryMeter) -> str:
+    """Where the end-to-end check's fp64 copy of the model runs: on the model's
+    device when a float64 forward (weights and activations scaled from the
+    eager peak) fits under the bound next to what is alive, else on the CPU."""
+    if problem.spec.device != "cuda":
+        return problem.spec.device
+    scale = 8 // max(1, problem.spec.torch_dtype.itemsize)
+    weights = sum(t.numel() * t.element_size() for t in _model_tensors(problem.model))
+    need = scale * (weights + meter.activation_bytes)
+    return "cuda" if meter.allocated() + need <= meter.bound else "cpu"
+
+
+def memory_report(meter: MemoryMeter, emit: Sink, node_id: str) -> dict:
+    """``report["memory"]``; warns (a transcript line on ``node_id``, the tree's root) when the peak broke the bound."""
+    data = meter.report()
+    if data["within_bound"] is False:
+        emit(TranscriptMessage(node_id=node_id, agent="memory", role="system", content=(
+            f"peak device memory {data['search_peak_mb']:.0f} MiB exceeded the bound {data['bound_mb']:.0f} MiB "
+            f"(max(2 x eager peak, eager peak + 4 GiB); eager peak {data['eager_peak_mb']:.0f} MiB)")))
+    return data
 
 
 def _thread_safe(emit: Sink) -> Sink:

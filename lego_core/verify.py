@@ -206,7 +206,7 @@ def _compare_one(index: int, a: object, e: Tensor, dtype: torch.dtype | str | No
         return _compare_exact(where, a, e)
     if e.is_complex():
         a, e = torch.view_as_real(a), torch.view_as_real(e)
-    return _compare_float(where, a.detach().double(), e.detach().double(), tol)
+    return _compare_float(where, a.detach(), e.detach(), tol)
 
 
 def _metadata_mismatch(a: object, e: Tensor) -> str:
@@ -222,15 +222,45 @@ def _metadata_mismatch(a: object, e: Tensor) -> str:
     return ""
 
 
+# Outputs are compared in float64 piece by piece: a whole-tensor float64 copy of
+# a large output (a 16384 x 16384 score matrix per head) costs 4x its bf16 size
+# per temporary, many times the model's own memory.  Pieces of at most this
+# many elements (8 MiB per float64 temporary) keep the comparison's memory small.
+COMPARE_CHUNK_ELEMENTS = 1 << 20
+
+
+def _pieces(a: Tensor, e: Tensor, limit: int | None = None):
+    """Yield ``(offset, a_piece, e_piece)``: flat row-major pieces of ``a`` and
+    ``e`` (same shape), each at most ``limit`` elements when the shape allows
+    (split along leading dimensions), ``offset`` the flat index of the first."""
+    limit = COMPARE_CHUNK_ELEMENTS if limit is None else limit
+    if a.numel() <= limit or a.dim() == 0:
+        yield 0, a.reshape(-1), e.reshape(-1)
+        return
+    inner = a[0].numel() if a.shape[0] else 1
+    if inner > limit:  # one row is too big: split inside each row
+        for i in range(a.shape[0]):
+            for offset, ap, ep in _pieces(a[i], e[i], limit):
+                yield i * inner + offset, ap, ep
+        return
+    rows = max(1, limit // max(1, inner))
+    for i in range(0, a.shape[0], rows):
+        yield i * inner, a[i : i + rows].reshape(-1), e[i : i + rows].reshape(-1)
+
+
 def _compare_exact(where: str, a: Tensor, e: Tensor) -> Comparison:
     """Integer/bool outputs: every element equal."""
-    wrong = a != e
-    count = int(wrong.sum())
-    diff = (a.double() - e.double()).abs()
-    max_abs = float(diff.max())
+    count, max_abs, first = 0, 0.0, None
+    for offset, ap, ep in _pieces(a, e):
+        wrong = ap != ep
+        n = int(wrong.sum())
+        if n and first is None:
+            first = offset + int(wrong.nonzero()[0])
+        count += n
+        max_abs = max(max_abs, float((ap.double() - ep.double()).abs().max()))
     if count == 0:
         return Comparison(True, max_abs, 0.0)
-    first = _unravel(int(wrong.flatten().nonzero()[0]), a.shape)
+    first = _unravel(first, a.shape)
     reason = (
         f"{where}: {count} of {a.numel()} elements differ (exact match required for {e.dtype}), "
         f"first at index {first}: {_fmt(a[first])} vs {_fmt(e[first])}"
@@ -239,25 +269,38 @@ def _compare_exact(where: str, a: Tensor, e: Tensor) -> Comparison:
 
 
 def _compare_float(where: str, a: Tensor, e: Tensor, tol: Tolerance) -> Comparison:
-    """Float outputs (already in float64): NaN/inf pattern, elementwise, norm."""
-    a_fin, e_fin = torch.isfinite(a), torch.isfinite(e)
-    both = a_fin & e_fin
-    diff = torch.where(both, a - e, torch.zeros((), dtype=a.dtype, device=a.device))
-    max_abs = float(diff.abs().max())
-    bad_special = _nonfinite_mismatch(where, a, e, a_fin, e_fin)
-    if bad_special:
-        return Comparison(False, max_abs, math.inf, bad_special)
-
-    ref_norm = float(torch.linalg.vector_norm(torch.where(e_fin, e, 0.0)))
-    diff_norm = float(torch.linalg.vector_norm(diff))
+    """Float outputs: NaN/inf pattern, elementwise, norm; each piece
+    (:func:`_pieces`) is compared in float64."""
+    max_abs, ref_sq, diff_sq, finite = 0.0, 0.0, 0.0, 0
+    for offset, ap, ep in _pieces(a, e):
+        ap, ep = ap.double(), ep.double()
+        a_fin, e_fin = torch.isfinite(ap), torch.isfinite(ep)
+        diff = torch.where(a_fin & e_fin, ap - ep, torch.zeros((), dtype=ap.dtype, device=ap.device))
+        max_abs = max(max_abs, float(diff.abs().max()))
+        bad_special = _nonfinite_mismatch(where, ap, ep, a_fin, e_fin, offset, a, e)
+        if bad_special:
+            return Comparison(False, max_abs, math.inf, bad_special)
+        ref_sq += float(torch.linalg.vector_norm(torch.where(e_fin, ep, 0.0))) ** 2
+        diff_sq += float(torch.linalg.vector_norm(diff)) ** 2
+        finite += int(e_fin.sum())
+    ref_norm, diff_norm = math.sqrt(ref_sq), math.sqrt(diff_sq)
     norm_rel = diff_norm / ref_norm if ref_norm > 0 else 0.0
 
-    e_abs = torch.where(e_fin, e, 0.0).abs()
-    scale = max(1.0, ref_norm / math.sqrt(max(1, int(e_fin.sum()))))  # RMS of the reference
-    excess = diff.abs() - (tol.atol * scale + tol.rtol * e_abs)
-    outside = int((excess > 0).sum())
+    scale = max(1.0, ref_norm / math.sqrt(max(1, finite)))  # RMS of the reference
+    outside, worst, worst_excess = 0, 0, -math.inf
+    for offset, ap, ep in _pieces(a, e):
+        ap, ep = ap.double(), ep.double()
+        both = torch.isfinite(ap) & torch.isfinite(ep)
+        diff = torch.where(both, ap - ep, torch.zeros((), dtype=ap.dtype, device=ap.device))
+        e_abs = torch.where(torch.isfinite(ep), ep, 0.0).abs()
+        excess = diff.abs() - (tol.atol * scale + tol.rtol * e_abs)
+        outside += int((excess > 0).sum())
+        if excess.numel():
+            k = int(excess.argmax())
+            if float(excess[k]) > worst_excess:
+                worst, worst_excess = offset + k, float(excess[k])
     if outside:
-        worst = _unravel(int(excess.flatten().argmax()), a.shape)
+        worst = _unravel(worst, a.shape)
         atol_text = f"atol {tol.atol:g}" + (f" x reference RMS {scale:.3g}" if scale > 1.0 else "")
         reason = (
             f"{where}: {outside} of {a.numel()} elements outside tolerance "
@@ -271,24 +314,31 @@ def _compare_float(where: str, a: Tensor, e: Tensor, tol: Tolerance) -> Comparis
     return Comparison(True, max_abs, norm_rel)
 
 
-def _nonfinite_mismatch(where: str, a: Tensor, e: Tensor, a_fin: Tensor, e_fin: Tensor) -> str:
-    """A reason when NaN/inf in ``a`` do not sit exactly where ``e`` has them."""
+def _nonfinite_mismatch(where: str, a: Tensor, e: Tensor, a_fin: Tensor, e_fin: Tensor, offset: int = 0, a_full: Tensor | None = None, e_full: Tensor | None = None) -> str:
+    """A reason when NaN/inf in ``a`` do not sit exactly where ``e`` has them.
+
+    ``a``/``e`` may be flat pieces starting at flat index ``offset`` of
+    ``a_full``/``e_full`` (indices in the reason refer to the full tensors)."""
+    a_full = a if a_full is None else a_full
+    e_full = e if e_full is None else e_full
+
+    def first_index(mask: Tensor) -> tuple:
+        return _unravel(offset + int(mask.flatten().nonzero()[0]), a_full.shape)
+
     a_nan, e_nan = torch.isnan(a), torch.isnan(e)
     new_nan = int((a_nan & ~e_nan).sum())
     if new_nan:
-        first = _unravel(int((a_nan & ~e_nan).flatten().nonzero()[0]), a.shape)
-        return f"{where}: NaN at {new_nan} elements where the reference has none (first at index {first})"
+        return f"{where}: NaN at {new_nan} elements where the reference has none (first at index {first_index(a_nan & ~e_nan)})"
     a_inf = ~a_fin & ~a_nan
     new_inf = a_inf & e_fin
     if int(new_inf.sum()):
-        first = _unravel(int(new_inf.flatten().nonzero()[0]), a.shape)
-        return f"{where}: inf at {int(new_inf.sum())} elements where the reference is finite (first at index {first})"
+        return f"{where}: inf at {int(new_inf.sum())} elements where the reference is finite (first at index {first_index(new_inf)})"
     differs = (~e_fin) & ~((a_nan & e_nan) | (a_inf & (a == e)))
     if int(differs.sum()):
-        first = _unravel(int(differs.flatten().nonzero()[0]), a.shape)
+        first = first_index(differs)
         return (
             f"{where}: {int(differs.sum())} elements where the reference is NaN/inf and the candidate differs, "
-            f"first at index {first}: {_fmt(a[first])} vs {_fmt(e[first])}"
+            f"first at index {first}: {_fmt(a_full[first])} vs {_fmt(e_full[first])}"
         )
     return ""
 
@@ -413,7 +463,11 @@ def verify(
         raise ValueError(f"got {len(seeds)} seeds for {len(input_sets)} input sets; record one seed per set")
     seeds = [int(s) for s in seeds]
     worst_abs, worst_norm, runs = 0.0, 0.0, 0
-    for set_index, inputs in enumerate(input_sets):
+    for set_index in range(len(input_sets)):
+        # one input set alive at a time: ``input_sets`` may build each set on
+        # demand (lego_core.search.inputs.InputSets), and the sets of a large
+        # sub-problem need not fit in device memory together
+        inputs = input_sets[set_index]
         label = f"input set {set_index} (seed {seeds[set_index]})"
         expected = _run_reference(ref, inputs, label)
         for out_variant in _variants(expected, check_allocating_call and set_index == 0):
@@ -424,6 +478,7 @@ def verify(
             if not result.passed:
                 how = "allocating call (out=None)" if out_variant is None else f"poison variant {out_variant}"
                 return VerifyReport(False, worst_abs, worst_norm, f"{label}, {how}: {result.reason}", seeds, runs)
+        del inputs, expected
     summary = (
         f"{len(input_sets)} input sets, {runs} candidate calls matched the reference "
         f"(max abs error {worst_abs:.3g}, norm-relative {worst_norm:.3g})"

@@ -33,6 +33,7 @@ agent handed the whole model as one sub-problem, with the same budget.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import dataclasses
 import math
 import threading
@@ -65,6 +66,12 @@ from lego_core.verify import VerifyReport, calls_back_into_reference, verify
 
 IMPROVEMENT = 1e-6  # relative: a plan must be this much cheaper to count as better (summing
 # the same costs in another order differs by ~1e-8 ms, which is no improvement)
+
+
+def _timing_sets(input_sets) -> list:
+    """The input sets a timer rotates through, all alive at once: every one
+    of a list; as many as fit in memory of a store-backed ``InputSets``."""
+    return input_sets.timing_sets() if hasattr(input_sets, "timing_sets") else list(input_sets)
 
 
 def cheaper(a: float, b: float) -> bool:
@@ -110,7 +117,8 @@ class Search:
     """One search over ``tree``; see the module docstring for the phases.
 
     ``activations``: one dict per verification seed mapping graph value
-    names to reference values; ``parameters``: placeholder names holding
+    names to reference values, or a ``search.boundary.BoundaryStore`` that
+    computes them on demand within a memory limit; ``parameters``: placeholder names holding
     model parameters (perturbed in all but the first input set); ``cache``:
     a ``lego_core.cache.KernelCache`` or None.
     """
@@ -391,7 +399,7 @@ class Search:
     def _check(self, node: OrNode, cand: Candidate) -> None:
         """Load, verify and time a candidate in the lane (one at a time)."""
         sub = node.sub
-        with self.lane:
+        with self.lane, self._tracking():
             input_sets = leaf_input_sets(node, self.activations, self.parameters, self.config.verify_seeds)
             callback = calls_back_into_reference(cand.source, sub.ops, getattr(sub.group, "library_ops", ()))
             if callback:
@@ -410,11 +418,15 @@ class Search:
             if not report.passed:
                 return
             if self.measure:
-                cand.time_ms, cand.time_kind = costing.measure_ms(lambda xs: module.launch(*xs), input_sets), "measured"
+                cand.time_ms, cand.time_kind = costing.measure_ms(lambda xs: module.launch(*xs), _timing_sets(input_sets)), "measured"
             else:
                 cand.time_ms, cand.time_kind = costing.fused_estimate_ms(sub, self.dtype, self.config.target_gpu), "estimated"
         library = next((c for c in node.candidates if c.implementation == "library"), None)
         self.emit(Timing(node_id=node.id, candidate_id=cand.id, ms=cand.time_ms, measured=cand.time_kind == "measured", baseline_ms=library.time_ms if library else None))
+
+    def _tracking(self):
+        """The memory meter's per-thread context (counts CPU allocations of checks)."""
+        return self.meter.tracking() if self.meter is not None else contextlib.nullcontext()
 
     def _load(self, cand: Candidate) -> ModuleType:
         path = self.work_dir / f"{cand.kernel_name}.py"
@@ -430,9 +442,10 @@ class Search:
         if self.measure and contested:
             known = self.library_times.get(leaf.sub.signature) if self.config.dedupe else None
             if known is None:
-                with self.lane:
-                    input_sets = leaf_input_sets(leaf, self.activations, self.parameters, self.config.verify_seeds)
+                with self.lane, self._tracking():
+                    input_sets = _timing_sets(leaf_input_sets(leaf, self.activations, self.parameters, self.config.verify_seeds))
                     known = self.library_times[leaf.sub.signature] = costing.measure_ms(leaf.sub.run_reference, input_sets)
+                    del input_sets
             library.time_ms, library.time_kind = known, "measured"
         else:
             library.time_ms = costing.library_estimate_ms(leaf.sub, self.dtype, self.config.target_gpu)
@@ -519,6 +532,7 @@ class Search:
         )
 
     cache_origin = "an earlier run"
+    meter = None  # a lego_core.memory.MemoryMeter when the run's memory is measured
 
     # ---------------------------------------------------------- mutation
 

@@ -4,10 +4,12 @@ from __future__ import annotations
 import importlib.util
 import sys
 from pathlib import Path
+from collections.abc import Sequence
 from types import ModuleType
 
 import torch
 
+from lego_core.memory import storage_bytes
 from lego_core.tree import OrNode
 
 
@@ -32,17 +34,65 @@ def perturbed(value: torch.Tensor, seed: int) -> torch.Tensor:
     return (value.detach().float().cpu() * factor + noise).to(device=value.device, dtype=value.dtype)
 
 
-def leaf_input_sets(leaf: OrNode, activations: list[dict], parameters: set[str], seeds: tuple) -> list[list]:
+def leaf_input_sets(leaf: OrNode, activations, parameters: set[str], seeds: tuple):
     """The verification inputs of a sub-problem: its boundary values from
     each seeded run of the model; in every set but the first, parameters read
-    by it are perturbed (``perturbed``) so that their use is tested."""
-    sets = []
-    for k, env in enumerate(activations):
-        inputs = []
-        for j, node in enumerate(leaf.sub.inputs):
-            value = env[node.name]
-            if k > 0 and node.name in parameters and isinstance(value, torch.Tensor) and value.is_floating_point():
-                value = perturbed(value, seeds[k] * 1000 + j)
-            inputs.append(value)
-        sets.append(inputs)
-    return sets
+    by it are perturbed (``perturbed``) so that their use is tested.
+
+    ``activations``: one dict per seed (graph value name -> value): returns a
+    list of input sets; or a ``BoundaryStore``: returns :class:`InputSets`,
+    which builds each set when it is indexed (one set alive at a time)."""
+    from lego_core.search.boundary import BoundaryStore
+
+    if isinstance(activations, BoundaryStore):
+        return InputSets(leaf, activations, parameters, seeds)
+    return [_input_set(leaf, env, parameters, seeds, k) for k, env in enumerate(activations)]
+
+
+def _input_set(leaf: OrNode, env, parameters: set[str], seeds: tuple, k: int) -> list:
+    inputs = []
+    for j, node in enumerate(leaf.sub.inputs):
+        value = env[node.name]
+        if k > 0 and node.name in parameters and isinstance(value, torch.Tensor) and value.is_floating_point():
+            value = perturbed(value, seeds[k] * 1000 + j)
+        inputs.append(value)
+    return inputs
+
+
+class InputSets(Sequence):
+    """The input sets of one sub-problem, built from a ``BoundaryStore`` when
+    indexed: ``sets[k]`` fetches seed ``k``'s boundary values (making room
+    for the check's working set, ``boundary.working_bytes``) and perturbs
+    parameters as ``leaf_input_sets`` does.  Drop a set before asking for the
+    next when memory is tight (``verify.verify`` does)."""
+
+    def __init__(self, leaf: OrNode, store, parameters: set[str], seeds: tuple):
+        from lego_core.search.boundary import working_bytes
+
+        self.leaf, self.store, self.parameters, self.seeds = leaf, store, parameters, seeds
+        self.names = [n.name for n in leaf.sub.inputs]
+        self.working = working_bytes(leaf.sub)
+
+    def __len__(self) -> int:
+        return len(self.store)
+
+    def __getitem__(self, k: int) -> list:
+        if isinstance(k, slice):
+            return [self[i] for i in range(*k.indices(len(self)))]
+        if not 0 <= k < len(self):
+            raise IndexError(k)
+        env = self.store.fetch(k, self.names, self.working)
+        return _input_set(self.leaf, env, self.parameters, self.seeds, k)
+
+    def timing_sets(self) -> list[list]:
+        """Input sets to time on, all alive at once: every seed's while they fit
+        under the store's limit next to the check's working set, at least
+        the first.  (Rotating sets avoids timing warm caches; a set too large
+        to share memory with the others is far larger than the cache anyway.)"""
+        sets = [self[0]]
+        size = storage_bytes(sets[0])
+        for k in range(1, len(self)):
+            if self.store.room() < size + self.working:
+                break
+            sets.append(self[k])
+        return sets

@@ -97,6 +97,11 @@ def test_optimize_report_json(scores_chain_run):
     triton_rows = [sp for sp in report["subproblems"] if sp["implementation"] == "triton"]
     assert len(triton_rows) == summary["triton"]
     assert len(kernel_names) >= len(triton_rows)
+    memory = report["memory"]  # peaks counted on the CPU (lego_core.memory.LiveBytes)
+    assert memory["measured"] == "cpu-estimate"
+    assert 0 < memory["eager_peak_mb"] <= memory["search_peak_mb"]
+    assert memory["bound_mb"] == pytest.approx(memory["eager_peak_mb"] + 4096, abs=0.01)
+    assert memory["within_bound"] is True
 
 
 def test_optimize_prints_the_summary_table(scores_chain_run):
