@@ -22,6 +22,7 @@ from pathlib import Path
 
 import torch
 
+from lego_core.errors import OptimizeError
 from lego_core.search import load_module
 from lego_core.verify import compare
 
@@ -89,26 +90,26 @@ def _finite(x: float) -> float | None:
 
 
 def time_models(out_dir: Path, problem, config) -> dict:
-    """Median GPU ms of eager, torch.compile (default mode) and the composed
-    model as shipped (its ``LAUNCH``, chosen by ``lego_core.launch``), in this
-    one process; ratios ``speedup_vs_eager`` and ``speedup_vs_compile``."""
-    from lego_core.timing import time_gpu
+    """Median GPU ms of eager, torch.compile (default mode, when
+    ``config.compare_compile``) and the composed model as shipped (its
+    ``LAUNCH``, chosen by ``lego_core.launch``), side by side in this one
+    process with the bench's harness (``lego_core.benchmark.side_by_side``:
+    CUDA events, L2 flushed, each call from an idle GPU, median); ratios
+    ``speedup_vs_eager`` and ``speedup_vs_compile``; a candidate that fails
+    is reported with its error (``compile_error``), never raised."""
+    from lego_core.benchmark import compile_candidates, side_by_side
 
-    new = load_composed(out_dir, problem)
     input_sets = [problem.make_inputs(seed) for seed in config.verify_seeds]
+    candidates = [("eager", lambda: problem.model), ("optimized", lambda: load_composed(out_dir, problem))]
+    if config.compare_compile:
+        candidates += [("compile", build) for _, build in compile_candidates(problem.model, ("default",))]
     result: dict = {"measured": True}
-    with torch.no_grad():
-        result["eager_ms"] = time_gpu(lambda xs: problem.model(*xs), input_sets).median_ms
-        result["optimized_ms"] = time_gpu(lambda xs: new(*xs), input_sets).median_ms
-        if config.compare_compile:
-            try:
-                compiled = torch.compile(problem.model)
-                result["compile_ms"] = time_gpu(lambda xs: compiled(*xs), input_sets).median_ms
-            except Exception as exc:  # noqa: BLE001 - report, do not fail the run
-                result["compile_ms"] = None
-                result["compile_error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-            finally:
-                torch._dynamo.reset()
+    for measured in side_by_side(candidates, input_sets):
+        result[f"{measured.name}_ms"] = measured.median_ms
+        if measured.error:
+            result[f"{measured.name}_error"] = measured.error
+    if result.get("eager_ms") is None or result.get("optimized_ms") is None:
+        raise OptimizeError(f"timing the composed model failed: {result.get('eager_error') or result.get('optimized_error')}")
     result["speedup_vs_eager"] = result["eager_ms"] / result["optimized_ms"]
     if result.get("compile_ms"):
         result["speedup_vs_compile"] = result["compile_ms"] / result["optimized_ms"]

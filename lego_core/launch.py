@@ -88,7 +88,8 @@ def choose_launch(out_dir: Path, problem, config) -> dict:
                         continue
                 else:
                     direct[forward] = out.clone()
-                times[name] = time_gpu(lambda xs: new(*xs), input_sets).median_ms
+                # as a user calls it and as the bench and sidebyside.py time it: each call from an idle GPU
+                times[name] = time_gpu(lambda xs: new(*xs), input_sets, sync_each=True).median_ms
             except Exception as exc:  # noqa: BLE001 - a failing variant is ruled out, not fatal
                 errors[name] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300]
             finally:
