@@ -26,6 +26,7 @@ things make a composed forward cost what its kernels cost:
 from __future__ import annotations
 
 import warnings
+import weakref
 
 import torch
 
@@ -81,6 +82,13 @@ class BoundTensors:
         self._key = None
 
 
+def _weak(method):
+    """A callable returning ``method`` (through a weak reference when it is bound)."""
+    if hasattr(method, "__self__"):
+        return weakref.WeakMethod(method)
+    return lambda: method
+
+
 def _clone_output(value):
     if isinstance(value, torch.Tensor):
         return value.clone()
@@ -102,8 +110,11 @@ class GraphReplayer:
     """
 
     def __init__(self, forward, parameters):
-        self._forward = forward
-        self._parameters = parameters  # callable: the module's parameters, for the autograd check
+        # weak references to the model's bound methods: the model owns this
+        # replayer, and a cycle would keep the graph's memory alive after
+        # the model is deleted, until the garbage collector runs
+        self._forward = _weak(forward)
+        self._parameters = _weak(parameters)  # the module's parameters, for the autograd check
         self._state = None  # (key, graph, static inputs, static output)
         self.failure: str | None = None
 
@@ -119,7 +130,7 @@ class GraphReplayer:
             return None
         if torch.cuda.is_current_stream_capturing():
             return None  # the caller captures its own graph around this model
-        if torch.is_grad_enabled() and (any(x.requires_grad for x in tensors) or any(p.requires_grad for p in self._parameters())):
+        if torch.is_grad_enabled() and (any(x.requires_grad for x in tensors) or any(p.requires_grad for p in self._parameters()())):
             return None  # a replayed graph records no autograd history
         key = (GENERATION[0],) + tuple((tuple(x.shape), x.stride(), x.dtype, x.device) if isinstance(x, torch.Tensor) else x for x in inputs)
         state = self._state
@@ -148,11 +159,11 @@ class GraphReplayer:
             warm.wait_stream(torch.cuda.current_stream(device))
             with torch.cuda.stream(warm):  # compile, autotune and create handles outside the capture
                 for _ in range(2):
-                    self._forward(*static_inputs)
+                    self._forward()(*static_inputs)
             torch.cuda.current_stream(device).wait_stream(warm)
             torch.cuda.synchronize(device)
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph, stream=torch.cuda.Stream(device)):
-                static_output = self._forward(*static_inputs)
+                static_output = self._forward()(*static_inputs)
             torch.cuda.synchronize(device)
         return key, graph, static_inputs, static_output
