@@ -5,7 +5,10 @@ attention is captured on the GPU as LEGO captures models (torch.export, core
 ATen), the attention group is matched (``lego_core.fusion.attention``), the
 template agent's kernel is generated, imported and run on fresh random
 inputs, and compared with ``F.scaled_dot_product_attention`` in fp64
-(norm-relative error ||out - ref|| / ||ref||).  Then timed with
+(norm-relative error ||out - ref|| / ||ref||).  Before that the kernel file
+is tuned as the search tunes it (``lego_core.search.tuning``: every
+``TUNE_CONFIGS`` entry timed, the fastest baked into ``CONFIG``); the check
+runs the tuned file and prints the winning configuration.  Then timed with
 ``lego_core.timing.time_gpu`` (CUDA events, L2 flushed, median) against
 ``F.scaled_dot_product_attention`` (``enable_gqa`` for GQA) and the eager
 hand-written math (q @ k^T, scale, mask, softmax, @ v).  The table is last.
@@ -30,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from lego_core.agents.template.attention_codegen import generate, launch_config  # noqa: E402
 from lego_core.capture import Graph, decomposition_table  # noqa: E402
 from lego_core.fusion.attention import find_attention  # noqa: E402
+from lego_core.search import tuning  # noqa: E402
 from lego_core.search.inputs import load_module  # noqa: E402
 from lego_core.subproblem import make_subproblem  # noqa: E402
 from lego_core.timing import time_gpu  # noqa: E402
@@ -39,6 +43,7 @@ CASES = [
     ("gpt-like", 8, 12, 12, 256, 64, True, "math"),
     ("llama-like GQA", 4, 16, 4, 512, 128, True, "sdpa"),
     ("vit-like", 32, 6, 6, 197, 64, False, "sdpa"),
+    ("odd causal", 2, 8, 8, 300, 64, True, "sdpa"),  # N not a multiple of BLOCK_N: masked key tiles
     ("long causal", 1, 16, 16, 16384, 64, True, "sdpa"),
 ]
 TOLERANCE = {torch.bfloat16: 2e-2, torch.float32: 1e-4}
@@ -81,7 +86,8 @@ def _inputs(b, h, hk, t, d, dtype, seed):
 
 
 def _kernel(model, example, workdir: Path, tag: str):
-    """Capture ``model`` at ``example``, match the one attention group, generate and import its kernel."""
+    """Capture ``model`` at ``example``, match the one attention group, generate its kernel,
+    tune it on the example's boundary inputs (as the search does) and import the tuned file."""
     ep = torch.export.export(model, tuple(example)).run_decompositions(decomposition_table())
     graph = Graph(ep)
     groups = find_attention(graph.compute_nodes)
@@ -89,10 +95,12 @@ def _kernel(model, example, workdir: Path, tag: str):
         raise RuntimeError(f"expected one attention group, found {len(groups)}; ops: {[str(n.target) for n in graph.compute_nodes]}")
     group = groups[0]
     sub = make_subproblem("sp_check", group.nodes, graph.output_nodes, "attention", group=group)
+    source = generate(sub)
+    result = tuning.tune_source(source, [_boundary(graph, sub, model, example)], device_name=torch.cuda.get_device_name())
     path = workdir / f"attention_{tag}.py"
-    path.write_text(generate(sub))
+    path.write_text(result.source)
     module = load_module(path, f"lego_check_attention_{tag}")
-    return graph, sub, module, launch_config(group)
+    return graph, sub, module, launch_config(group), result
 
 
 def _boundary(graph: Graph, sub, model, inputs):
@@ -131,8 +139,16 @@ def _math(q, k, v, causal):
 
 
 def _time(fn, inputs):
+    """Median ms, replayed as a CUDA graph (as the shipped model runs kernels and as the
+    search measures them: no host launch overhead), launched directly when not capturable."""
     try:
-        return time_gpu(lambda xs: fn(*xs), [inputs]).median_ms
+        try:
+            return time_gpu(lambda xs: fn(*xs), [inputs], cuda_graph=True).median_ms
+        except torch.OutOfMemoryError:
+            raise
+        except Exception:  # noqa: BLE001 - not capturable
+            torch.cuda.synchronize()
+            return time_gpu(lambda xs: fn(*xs), [inputs]).median_ms
     except torch.OutOfMemoryError:
         torch.cuda.empty_cache()
         return float("nan")
@@ -143,7 +159,7 @@ def run_case(case, dtype, workdir: Path) -> dict:
     model = (HandWritten(t, causal) if form == "math" else Sdpa(causal)).cuda()
     tag = f"{name.replace(' ', '_').replace('-', '_')}_{str(dtype)[6:]}"
     example = _inputs(b, h, hk, t, d, dtype, seed=0)
-    graph, sub, module, config = _kernel(model, example, workdir, tag)
+    graph, sub, module, config, tuned = _kernel(model, example, workdir, tag)
     errors = []
     for seed in (1, 2, 3):  # fresh random inputs, never the capture's
         inputs = _inputs(b, h, hk, t, d, dtype, seed)
@@ -160,8 +176,13 @@ def run_case(case, dtype, workdir: Path) -> dict:
     return {
         "case": f"{name} B={b} H={h}/{hk} T={t} D={d}{' causal' if causal else ''}", "dtype": str(dtype)[6:],
         "form": spec.form + (" +causal-check" if spec.mask is not None else ""), "err": max(errors),
-        "ok": max(errors) < TOLERANCE[dtype], "lego_ms": lego_ms, "sdpa_ms": sdpa_ms, "math_ms": math_ms, "config": config,
+        "ok": max(errors) < TOLERANCE[dtype], "lego_ms": lego_ms, "sdpa_ms": sdpa_ms, "math_ms": math_ms,
+        "config": f"{config}\n    tuning: {tuned.summary()}", "winner": _short(tuned.winner), "default_ms": tuned.times[0][1],
     }
+
+
+def _short(cfg: dict) -> str:
+    return f"{cfg['BLOCK_M']}x{cfg['BLOCK_N']} w{cfg['num_warps']} s{cfg['num_stages']}"
 
 
 def main(argv: list[str]) -> int:
@@ -182,18 +203,20 @@ def main(argv: list[str]) -> int:
                 except Exception as exc:  # noqa: BLE001 - report every case
                     traceback.print_exc()
                     row = {"case": case[0], "dtype": str(dtype)[6:], "form": "-", "err": float("nan"), "ok": False,
-                           "lego_ms": float("nan"), "sdpa_ms": float("nan"), "math_ms": float("nan"), "config": f"{type(exc).__name__}: {exc}"[:200]}
+                           "lego_ms": float("nan"), "sdpa_ms": float("nan"), "math_ms": float("nan"), "config": f"{type(exc).__name__}: {exc}"[:200],
+                           "winner": "-", "default_ms": float("nan")}
                 print(f"{row['case']} {row['dtype']}: {row['config']}", flush=True)
                 rows.append(row)
                 torch.cuda.empty_cache()
     print()
     print(f"GPU: {torch.cuda.get_device_name()}  torch {torch.__version__}")
-    head = f"{'case':44} {'dtype':9} {'form':22} {'norm rel err':>12} {'ok':>3} {'LEGO ms':>9} {'SDPA ms':>9} {'math ms':>9} {'vs SDPA':>8} {'vs math':>8}"
+    print("times: CUDA-graph replay, L2 flushed, median; 'default ms' is the untuned CONFIG in the tuning run (short timing)")
+    head = f"{'case':44} {'dtype':9} {'form':22} {'norm rel err':>12} {'ok':>3} {'tuned':>16} {'default ms':>10} {'LEGO ms':>9} {'SDPA ms':>9} {'math ms':>9} {'vs SDPA':>8} {'vs math':>8}"
     print(head)
     print("-" * len(head))
     for r in rows:
         print(
-            f"{r['case']:44} {r['dtype']:9} {r['form']:22} {r['err']:12.2e} {'yes' if r['ok'] else 'NO':>3} {r['lego_ms']:9.4f} "
+            f"{r['case']:44} {r['dtype']:9} {r['form']:22} {r['err']:12.2e} {'yes' if r['ok'] else 'NO':>3} {r['winner']:>16} {r['default_ms']:10.4f} {r['lego_ms']:9.4f} "
             f"{r['sdpa_ms']:9.4f} {r['math_ms']:9.4f} {r['sdpa_ms'] / r['lego_ms']:7.2f}x {r['math_ms'] / r['lego_ms']:7.2f}x"
         )
     return 0 if all(r["ok"] for r in rows) else 1

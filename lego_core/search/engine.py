@@ -35,7 +35,9 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import dataclasses
+import importlib.util
 import math
+import os
 import threading
 import time
 from pathlib import Path
@@ -58,6 +60,7 @@ from lego_core.events import (
     TranscriptMessage,
     VerificationResult,
 )
+from lego_core.search import tuning
 from lego_core.search.inputs import leaf_input_sets, load_module
 from lego_core.search.mutation import FusionProposal, propose_fusions
 from lego_core.search.plan import Plan, best_plan, direct_options
@@ -143,6 +146,8 @@ class Search:
         self._raw_emit = emit
         self.lane = threading.Lock()
         self.measure = device == "cuda" and config.timing == "auto"
+        # per-shape tuning of kernel files that offer TUNE_CONFIGS: only when measuring compiled kernels
+        self.tune = self.measure and os.environ.get("TRITON_INTERPRET") != "1"
         self.solved: dict[str, OrNode] = {}  # signature -> the node solved for it
         self.waiting: dict[str, list[OrNode]] = {}  # signature -> nodes waiting on it
         self.attempts: dict[str, int] = {}
@@ -405,12 +410,12 @@ class Search:
             if callback:
                 cand.verified = VerifyReport(False, math.inf, math.inf, callback, list(self.config.verify_seeds))
             else:
-                try:
-                    module = self._load(cand)
-                except Exception as exc:  # noqa: BLE001 - a kernel file that does not import fails verification
-                    cand.verified = VerifyReport(False, math.inf, math.inf, f"the kernel file does not import: {type(exc).__name__}: {exc}", list(self.config.verify_seeds))
-                else:
-                    cand.verified = verify(lambda inputs, out: module.launch(*inputs, out=out), sub.run_reference, input_sets, self.dtype, list(self.config.verify_seeds))
+                default_source = self._tune(node, cand, input_sets)
+                module = self._verify(sub, cand, input_sets)
+                if default_source is not None and not cand.verified.passed:
+                    self.emit(TranscriptMessage(node_id=node.id, agent="tuner", role="system", content=f"the tuned configuration failed verification ({cand.verified.reason}); verifying the default configuration instead"))
+                    cand.source = default_source
+                    module = self._verify(sub, cand, input_sets)
             report = cand.verified
             if not report.passed:
                 cand.rejected_reason = report.reason
@@ -424,14 +429,51 @@ class Search:
         library = next((c for c in node.candidates if c.implementation == "library"), None)
         self.emit(Timing(node_id=node.id, candidate_id=cand.id, ms=cand.time_ms, measured=cand.time_kind == "measured", baseline_ms=library.time_ms if library else None))
 
+    def _verify(self, sub, cand: Candidate, input_sets) -> ModuleType | None:
+        """Import the candidate's file and verify it; sets ``cand.verified``; the module (None if it does not import)."""
+        try:
+            module = self._load(cand)
+        except Exception as exc:  # noqa: BLE001 - a kernel file that does not import fails verification
+            cand.verified = VerifyReport(False, math.inf, math.inf, f"the kernel file does not import: {type(exc).__name__}: {exc}", list(self.config.verify_seeds))
+            return None
+        cand.verified = verify(lambda inputs, out: module.launch(*inputs, out=out), sub.run_reference, input_sets, self.dtype, list(self.config.verify_seeds))
+        return module
+
+    def _tune(self, node: OrNode, cand: Candidate, input_sets) -> str | None:
+        """Per-shape tuning (``search.tuning``) of a kernel file that offers
+        ``TUNE_CONFIGS``, only when candidates are measured on a GPU: the
+        fastest configuration is baked into ``cand.source`` and the times go
+        to the transcript.  Returns the source as proposed when it changed it,
+        else None.  Any failure keeps the proposed configuration (noted in the
+        transcript); it never fails the run."""
+        if not self.tune or not tuning.tunable(cand.source):
+            return None
+        original = cand.source
+        try:
+            result = tuning.tune_source(original, [input_sets[0]], load=lambda source: self._load(cand, source, "_tuning"), device_name=self.device_name.removeprefix("cuda:"))
+        except Exception as exc:  # noqa: BLE001 - tuning is an optimisation: keep the default configuration
+            if torch.cuda.is_available():
+                with contextlib.suppress(Exception):
+                    torch.cuda.synchronize()
+            self.emit(TranscriptMessage(node_id=node.id, agent="tuner", role="system", content=f"tuning failed ({type(exc).__name__}: {str(exc)[:300]}); keeping the default configuration"))
+            return None
+        self.emit(TranscriptMessage(node_id=node.id, agent="tuner", role="system", content=result.summary()))
+        cand.source = result.source
+        return original if cand.source != original else None
+
     def _tracking(self):
         """The memory meter's per-thread context (counts CPU allocations of checks)."""
         return self.meter.tracking() if self.meter is not None else contextlib.nullcontext()
 
-    def _load(self, cand: Candidate) -> ModuleType:
-        path = self.work_dir / f"{cand.kernel_name}.py"
-        path.write_text(cand.source)
-        return load_module(path, f"lego_candidate_{self.work_dir.name}_{cand.kernel_name}")
+    def _load(self, cand: Candidate, source: str | None = None, suffix: str = "") -> ModuleType:
+        """Write ``source`` (default: the candidate's) to the work folder and import it.
+        A stale bytecode file is removed first: a file rewritten within the same
+        second at the same size (a tuned CONFIG line) must not load the old code."""
+        path = self.work_dir / f"{cand.kernel_name}{suffix}.py"
+        path.write_text(cand.source if source is None else source)
+        with contextlib.suppress(OSError, NotImplementedError):
+            Path(importlib.util.cache_from_source(str(path))).unlink(missing_ok=True)
+        return load_module(path, f"lego_candidate_{self.work_dir.name}_{cand.kernel_name}{suffix}")
 
     def _add_library(self, leaf: OrNode) -> None:
         """The library candidate of a leaf: measured on a GPU when an agent may compete, else estimated."""

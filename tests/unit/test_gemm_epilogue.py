@@ -168,7 +168,7 @@ def test_sizes_not_multiples_of_the_tiles(tmp_path):
     problem, graph = capture(tmp_path, problem_source("return torch.relu(self.fc(x))", "torch.randn(10, 37)", linear(37, 19)))
     sub = subproblem(graph, grow_epilogue(gemms(graph)[0]))
     source, _ = check_kernel(tmp_path, problem, graph, sub)
-    assert "BLOCK_M, BLOCK_N, BLOCK_K = 16, 32, 32" in source
+    assert "\nCONFIG = {'BLOCK_M': 16, 'BLOCK_N': 32, 'BLOCK_K': 32," in source
     assert "k_mask = offs_k < K - k" in source and "mask = mask_m[:, None] & mask_n[None, :]" in source
     assert "2 K steps of BLOCK_K=32" in launch_config(sub.group)
 
@@ -271,7 +271,7 @@ def test_bf16_kernel_uses_the_tensor_core_dot(tmp_path):
     sub = subproblem(graph, grow_epilogue(gemms(graph)[0]))
     source = generate(sub)
     assert "acc = tl.dot(a, b, acc)\n" in source and "ieee" not in source
-    assert "BLOCK_M, BLOCK_N, BLOCK_K = 16, 32, 64" in source
+    assert "\nCONFIG = {'BLOCK_M': 16, 'BLOCK_N': 32, 'BLOCK_K': 64," in source
     assert "bfloat16" in source.split("OUTPUTS = ")[1].splitlines()[0]
 
 

@@ -20,8 +20,17 @@ checks once per tensor version whether it is the causal mask and then runs
 the causal variant (no mask reads, tile skipping); otherwise the kernel
 reads it per tile through its broadcast strides.
 
+Causal attention runs in two stages (as tutorial 06): the key tiles strictly
+below the diagonal with no causal mask, then the diagonal tiles with it.
+Scores are kept in log2 units (``exp2``; scale, post-scale and log2(e) folded
+into one factor on the host).  When N is a multiple of BLOCK_N (constexpr
+``EVEN_N``) the key loads carry no bounds mask.
+
 ``generate(sp)`` returns the file's source; ``attention_tiles(d, dtype, m, n)``
-the tile configuration; ``launch_config(group)`` one line for transcripts.
+the default tile configuration (the file's ``CONFIG``);
+``attention_tune_configs`` the candidates the file offers as ``TUNE_CONFIGS``
+(timed at search time on a GPU by ``lego_core.search.tuning``);
+``launch_config(group)`` one line for transcripts.
 """
 from __future__ import annotations
 
@@ -69,12 +78,42 @@ def attention_tiles(d: int, dtype: torch.dtype, m: int, n: int) -> AttentionTile
     x ``n`` keys: the table's entry, shrunk (to >= 16) for short sequences, with BLOCK_N <= BLOCK_M."""
     padded = max(16, triton_next_pow2(d))
     key = min(k for k in (64, 128, 256) if k >= padded)
-    block_m, block_n, warps, stages = TILE_TABLE[(key, dtype.itemsize == 2)]
+    return _fit(*TILE_TABLE[(key, dtype.itemsize == 2)], m, n)
+
+
+# Candidates timed at search time on a GPU (``lego_core.search.tuning``), per (max padded
+# head dim, 16-bit?): (BLOCK_M, BLOCK_N, num_warps, num_stages), after the Hopper
+# configurations of Triton's tutorial 06 (BLOCK_M in {64, 128}, BLOCK_N in {32, 64, 128},
+# 4 or 8 warps, 2-4 stages), pruned to eight per head dim and dtype: 8 warps only for
+# tiles of 128 rows or a head dim of 128 and more, BLOCK_N <= BLOCK_M (the causal
+# diagonal stage steps through BLOCK_M in whole key tiles), fewer stages where K / V
+# tiles are large (shared memory).
+TUNE_TABLE = {
+    (64, True): [(128, 64, 4, 3), (128, 128, 8, 3), (128, 64, 8, 3), (128, 32, 4, 4), (64, 64, 4, 3), (64, 32, 4, 4), (128, 128, 8, 2), (128, 64, 4, 4)],
+    (128, True): [(128, 64, 8, 3), (128, 128, 8, 2), (128, 64, 8, 2), (128, 64, 4, 3), (128, 32, 8, 4), (64, 64, 4, 3), (64, 32, 4, 4), (64, 64, 4, 2)],
+    (256, True): [(64, 32, 8, 2), (64, 64, 8, 2), (64, 32, 4, 2), (128, 32, 8, 2), (64, 64, 4, 2), (128, 64, 8, 2), (64, 32, 4, 3)],
+    (64, False): [(64, 32, 4, 2), (64, 64, 4, 2), (128, 32, 8, 2), (128, 64, 8, 2), (64, 32, 4, 3), (64, 64, 8, 3), (128, 32, 4, 3), (64, 32, 8, 2)],
+    (128, False): [(64, 32, 8, 2), (64, 64, 8, 2), (64, 32, 4, 2), (128, 32, 8, 2), (64, 32, 4, 3), (128, 64, 8, 2), (64, 64, 4, 2), (64, 32, 8, 3)],
+    (256, False): [(32, 32, 4, 1), (64, 32, 8, 2), (32, 32, 4, 2), (64, 32, 4, 1), (64, 64, 8, 1), (64, 32, 8, 1)],
+}
+
+
+def _fit(block_m: int, block_n: int, warps: int, stages: int, m: int, n: int) -> AttentionTiles:
+    """A configuration shrunk (to >= 16) for short sequences, with BLOCK_N <= BLOCK_M."""
     block_m = min(block_m, max(16, triton_next_pow2(m)))
     block_n = min(block_n, max(16, triton_next_pow2(n)), block_m)
     if block_m * block_n < 64 * 64:
         warps = min(warps, 4)
     return AttentionTiles(block_m, block_n, warps, stages)
+
+
+def attention_tune_configs(d: int, dtype: torch.dtype, m: int, n: int) -> list[AttentionTiles]:
+    """The configurations tuning times for head dim ``d``, ``dtype`` and ``m`` x ``n``
+    scores: ``attention_tiles`` first, then ``TUNE_TABLE``'s, fitted to the sizes, without repeats."""
+    padded = max(16, triton_next_pow2(d))
+    key = min(k for k in (64, 128, 256) if k >= padded)
+    configs = [attention_tiles(d, dtype, m, n)] + [_fit(*row, m, n) for row in TUNE_TABLE[(key, dtype.itemsize == 2)]]
+    return list(dict.fromkeys(configs))[:8]
 
 
 def _spec(sp: SubProblem):
@@ -91,12 +130,13 @@ def launch_config(group) -> str:
     t = attention_tiles(max(s.d, s.dv), s.dtype, s.m, s.n)
     programs = -(-s.m // t.block_m) * s.b * s.h
     dot = 'tl.dot input_precision="ieee"' if s.dtype == torch.float32 else "tl.dot on tensor cores"
-    causal = "causal (tiles past the diagonal skipped), " if s.causal else ""
+    causal = "causal (tiles below the diagonal unmasked, past it skipped), " if s.causal else ""
     gqa = f"GQA {s.h} query heads / {s.h // s.k_map.rep} kv heads, " if s.k_map.rep > 1 else ""
     mask = f"{s.mask_kind} mask {list(s.mask_shape)}, " if s.mask is not None else ""
     return (
         f"B={s.b} H={s.h} M={s.m} N={s.n} D={s.d}; {causal}{gqa}{mask}BLOCK_M={t.block_m} x BLOCK_N={t.block_n} "
-        f"({programs} programs), fp32 online softmax and accumulator, {dot}, num_warps={t.num_warps}, num_stages={t.num_stages}"
+        f"({programs} programs), fp32 online softmax (exp2) and accumulator, {dot}, num_warps={t.num_warps}, num_stages={t.num_stages}; "
+        f"{len(attention_tune_configs(max(s.d, s.dv), s.dtype, s.m, s.n))} configurations to tune on a GPU"
     )
 
 
@@ -140,6 +180,7 @@ def generate(sp: SubProblem) -> str:
         causal=repr(bool(s.causal)),
         mask_kind=mask_kind,
         tiles=repr(tiles.as_dict()),
+        tune_configs="[\n    " + ",\n    ".join(repr(t.as_dict()) for t in attention_tune_configs(max(s.d, s.dv), s.dtype, s.m, s.n)) + ",\n]",
         m=s.m, n=s.n, d=s.d, dv=s.dv, b=s.b, h=s.h,
         scale=_float(s.scale), post_scale=_float(s.post_scale), fill=_float(s.fill),
         q_rep=s.q_map.rep, k_rep=s.k_map.rep, v_rep=s.v_map.rep,

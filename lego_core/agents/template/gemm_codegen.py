@@ -23,7 +23,10 @@ shape with the flat offset.  An op on outside values of a smaller shape
 through its captured strides; ``tl.store`` casts to its dtype.
 
 ``generate(sp)`` returns the kernel file's source; ``launch_config(group)``
-one line for transcripts; ``gemm_tiles(m, n, k, dtype)`` the configuration.
+one line for transcripts; ``gemm_tiles(m, n, k, dtype)`` the default
+configuration (the file's ``CONFIG``), ``gemm_tune_configs`` the candidates
+the file offers as ``TUNE_CONFIGS`` (timed at search time on a GPU by
+``lego_core.search.tuning``, which rewrites ``CONFIG`` with the fastest).
 Unsupported is raised for a group that is not a legal GEMM epilogue.
 """
 from __future__ import annotations
@@ -65,6 +68,38 @@ def gemm_tiles(m: int, n: int, k: int, dtype: torch.dtype) -> Tiles:
     return Tiles(block_m, block_n, block_k, num_warps, num_stages=3)
 
 
+# Candidates timed at search time on a GPU (``lego_core.search.tuning``): (BLOCK_M,
+# BLOCK_N, BLOCK_K, num_warps, num_stages), after the Hopper configurations of Triton's
+# tutorial 03 and Inductor's mm configs.  16-bit: 128 x 128 and 128 x 256 tiles for large
+# problems, 64-row / 64-column tiles for small M or N (more programs on the 132 SMs);
+# fp32 (IEEE products, no tensor cores, twice the bytes per element): BLOCK_K 32 / 16.
+TUNE_TABLE = {
+    True: [(128, 128, 64, 8, 3), (128, 128, 64, 8, 4), (128, 256, 64, 8, 3), (64, 128, 64, 4, 4), (128, 64, 64, 4, 4), (64, 64, 64, 4, 4), (64, 256, 32, 4, 4), (128, 128, 32, 4, 4)],
+    False: [(128, 128, 32, 8, 3), (128, 64, 32, 4, 4), (64, 128, 32, 4, 4), (64, 64, 32, 4, 4), (128, 128, 16, 8, 4), (64, 64, 16, 4, 5), (32, 64, 32, 4, 4), (128, 256, 16, 8, 3)],
+}
+
+
+def _fit(block_m: int, block_n: int, block_k: int, warps: int, stages: int, m: int, n: int, k: int) -> Tiles:
+    """A configuration shrunk (to >= 16, powers of two) to the problem's sizes."""
+    block_m = min(block_m, max(16, triton_next_pow2(m)))
+    block_n = min(block_n, max(16, triton_next_pow2(n)))
+    block_k = min(block_k, max(16, triton_next_pow2(k)))
+    if block_m * block_n < 128 * 128:
+        warps = min(warps, 4)
+    return Tiles(block_m, block_n, block_k, warps, stages)
+
+
+def gemm_tune_configs(m: int, n: int, k: int, dtype: torch.dtype) -> list[Tiles]:
+    """The configurations tuning times for an [m, k] @ [k, n] product:
+    ``gemm_tiles`` first, then ``TUNE_TABLE``'s fitted to the sizes, without repeats, at most 8."""
+    configs = [gemm_tiles(m, n, k, dtype)] + [_fit(*row, m, n, k) for row in TUNE_TABLE[dtype.itemsize == 2]]
+    return list(dict.fromkeys(configs))[:8]
+
+
+def _config(t: Tiles) -> dict:
+    return {"BLOCK_M": t.block_m, "BLOCK_N": t.block_n, "BLOCK_K": t.block_k, "num_warps": t.num_warps, "num_stages": t.num_stages}
+
+
 def _sizes(gemm: fx.Node) -> tuple[int, int, int, torch.dtype]:
     a, _, _ = gemm_operands(gemm)
     m, k = value_info(a).shape
@@ -81,7 +116,8 @@ def launch_config(group) -> str:
     dot = 'tl.dot input_precision="ieee"' if dtype == torch.float32 else "tl.dot on tensor cores"
     return (
         f"[{m}, {k}] @ [{k}, {n}] in BLOCK_M={t.block_m} x BLOCK_N={t.block_n} tiles ({tiles} program{'s' if tiles != 1 else ''}, GROUP_M={GROUP_M}), "
-        f"{steps} K steps of BLOCK_K={t.block_k}, fp32 accumulator, {dot}, num_warps={t.num_warps}, num_stages={t.num_stages}"
+        f"{steps} K steps of BLOCK_K={t.block_k}, fp32 accumulator, {dot}, num_warps={t.num_warps}, num_stages={t.num_stages}; "
+        f"{len(gemm_tune_configs(m, n, k, dtype))} configurations to tune on a GPU"
     )
 
 
@@ -184,7 +220,7 @@ def generate(sp: SubProblem) -> str:
     writes = [_access(f"out{k}", f"out{k}", spec, tuple(spec.shape)) for k, spec in enumerate(sp.output_specs)]
     m, n, k, dtype = _sizes(group.nodes[0])
     body = _program_lines() + _matmul_lines(sp, names, dtype) + _epilogue_lines(sp, reads, writes)
-    return _render(sp, names, reads, writes, body, (m, n, k), gemm_tiles(m, n, k, dtype))
+    return _render(sp, names, reads, writes, body, (m, n, k), gemm_tiles(m, n, k, dtype), gemm_tune_configs(m, n, k, dtype))
 
 
 def _forms(sp: SubProblem) -> dict[str, tuple]:
@@ -293,7 +329,7 @@ def _epilogue_lines(sp: SubProblem, reads: dict[tuple, _Access], writes: list[_A
     return lines
 
 
-def _render(sp: SubProblem, names, reads, writes, body, sizes, tiles: Tiles) -> str:
+def _render(sp: SubProblem, names, reads, writes, body, sizes, tiles: Tiles, configs: list[Tiles]) -> str:
     m, n, k = sizes
     name = kernel_name(sp) + "_kernel"
     a, b, _ = gemm_operands(sp.group.nodes[0])
@@ -301,14 +337,14 @@ def _render(sp: SubProblem, names, reads, writes, body, sizes, tiles: Tiles) -> 
     strided = [r for r in reads.values() if r.kind == "strided" and r.dims] + [w for w in writes if w.kind == "strided"]
     prepare = [
         f"M, N, K = {m}, {n}, {k}  # A [M, K] @ B [K, N], as captured",
-        f"BLOCK_M, BLOCK_N, BLOCK_K = {tiles.block_m}, {tiles.block_n}, {tiles.block_k}",
+        "cfg = dict(CONFIG)",
     ]
     for flat in dict.fromkeys(access.name for access in reads.values() if access.kind == "flat"):
         prepare.append(f"{flat} = {flat}.contiguous()  # read with flat offsets")
     for access in strided:
         source = f"_strides({access.name}, {access.form})" if access.name.startswith("in") else f"out[{access.name[3:]}].stride()"
         prepare.append(f"{access.key}_strides = {source}")
-    prepare.append("grid = (triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N),)")
+    prepare.append('grid = (triton.cdiv(M, cfg["BLOCK_M"]) * triton.cdiv(N, cfg["BLOCK_N"]),)')
     call = [names[node.name] for node in sp.inputs] + [f"out[{j}]" for j in range(len(writes))]
     call += ["M", "N", "K", f"{a_name}.stride(0)", f"{a_name}.stride(1)", f"{b_name}.stride(0)", f"{b_name}.stride(1)"]
     for access in strided:
@@ -334,8 +370,7 @@ def _render(sp: SubProblem, names, reads, writes, body, sizes, tiles: Tiles) -> 
         flat_outputs=[j for j, w in enumerate(writes) if w.kind == "flat"],
         prepare=prepare,
         call_args=call,
-        meta=[
-            "BLOCK_M=BLOCK_M", "BLOCK_N=BLOCK_N", "BLOCK_K=BLOCK_K", f"GROUP_M={GROUP_M}",
-            f"num_warps={tiles.num_warps}", f"num_stages={tiles.num_stages}",
-        ],
+        meta=[f"GROUP_M={GROUP_M}", "**cfg"],
+        config=repr(_config(tiles)),
+        tune_configs="[\n    " + ",\n    ".join(repr(_config(t)) for t in configs) + ",\n]",
     )  # fmt: skip
