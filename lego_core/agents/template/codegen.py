@@ -38,7 +38,7 @@ from pathlib import Path
 import jinja2
 import torch.fx as fx
 
-from lego_core.capture import ValueInfo, op_name
+from lego_core.capture import ValueInfo, dense_order, op_name
 from lego_core.fusion import policy
 from lego_core.fusion.groups import Role, broadcasts_to
 from lego_core.subproblem import SubProblem
@@ -118,25 +118,6 @@ def generate(sp: SubProblem) -> str:
 
 # False: pointwise kernels always take the flat-or-strided paths (an ablation)
 DENSE_FAST_PATH = True
-
-
-def dense_order(spec: ValueInfo, shape: tuple) -> tuple | None:
-    """The dimensions of size > 1, outermost first, in which ``spec`` (of
-    ``shape``) is dense: the innermost has stride 1 and each next one the
-    product of the sizes inside it (no gaps, no overlaps).  ``(0, 1, 2, 3)``
-    for a contiguous NCHW tensor of sizes > 1, ``(0, 2, 3, 1)`` for a
-    channels-last one; None when ``spec`` is not dense in any permutation
-    (a slice, an expanded or broadcast view)."""
-    if tuple(spec.shape) != tuple(shape):
-        return None
-    dims = [d for d, size in enumerate(shape) if size != 1]
-    order = sorted(dims, key=lambda d: -spec.stride[d])
-    expected = 1
-    for d in reversed(order):
-        if spec.stride[d] != expected:
-            return None
-        expected *= shape[d]
-    return tuple(order)
 
 
 def _use_dense_order(shape: tuple, operands: list[_Operand], results: list[_Operand]) -> tuple | None:
