@@ -26,7 +26,7 @@ from lego_core.errors import OptimizeError
 from lego_core.events import RunFinished, RunStarted, Sink, StageStarted, TranscriptMessage
 from lego_core.launch import choose_launch
 from lego_core.memory import MemoryMeter
-from lego_core.problem import ProblemSpec, load_problem
+from lego_core.problem import ProblemError, ProblemSpec, load_problem
 from lego_core.report import build_report
 from lego_core.search import Search, run_search
 from lego_core.search.boundary import BoundaryStore
@@ -50,7 +50,8 @@ def run_pipeline(spec: ProblemSpec, out_dir: str, config: OptimizeConfig, emit: 
     meter.measure_eager(lambda: _eager_forward(problem, eager_out))  # eager's peak: the bound's reference
     emit(StageStarted(stage="capture"))
     channels_last = use_channels_last(config.channels_last, problem)  # NHWC activations for 2-D conv models on CUDA
-    graph = capture_graph(problem, channels_last=channels_last)  # torch.export -> core ATen with shapes and module paths
+    layout_report = {"setting": config.channels_last, "channels_last": channels_last}
+    graph, channels_last = capture(problem, channels_last, layout_report)  # torch.export -> core ATen with shapes and module paths
     emit(StageStarted(stage="construct"))
     tree = build_tree_and_announce(graph, emit)  # top-down FusionTree down to fusion groups
     # boundary values per seed, on demand within the memory bound (not every
@@ -90,10 +91,24 @@ def run_pipeline(spec: ProblemSpec, out_dir: str, config: OptimizeConfig, emit: 
     timing = e2e.time_models(out, problem, config) if spec.device == "cuda" and config.timing == "auto" else None
     report = build_report(problem, tree, result, check, timing, kernel_files, started, _versions(), launch)
     report["memory"] = memory_report(meter, emit, tree.root.id)
-    report["layout"] = {"channels_last": channels_last, "setting": config.channels_last}
+    report["layout"] = layout_report  # setting, channels_last used, fallback reason if any
     (out / "report.json").write_text(json.dumps(report, indent=2))
     emit(RunFinished(out_dir=str(out), summary=report["summary"]))
     return report
+
+
+def capture(problem, channels_last: bool, layout: dict) -> tuple:
+    """(graph, channels_last): the captured graph, in channels-last when asked
+    and torch.export can trace the model so (a ``view`` of an NHWC input
+    that only NCHW strides allow fails); else in the user's layout, with
+    ``layout["channels_last"]`` False and ``layout["fallback"]`` saying why.
+    Raises ProblemError when neither captures."""
+    if channels_last:
+        try:
+            return capture_graph(problem, channels_last=True), True
+        except ProblemError as exc:
+            layout.update(channels_last=False, fallback=f"channels-last capture failed: {exc}")
+    return capture_graph(problem), False
 
 
 def _model_tensors(model: torch.nn.Module) -> list:

@@ -184,3 +184,39 @@ def test_optimize_in_channels_last_matches_eager_values_and_strides(tmp_path, na
             want, got = problem.model(*x), new(*x)
         assert got.stride() == want.stride()
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+
+
+VIEW_AFTER_CONV = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+
+    def forward(self, x):
+        return self.conv(x).view(2, -1)  # only NCHW strides allow this view
+
+
+def get_inputs():
+    return [torch.randn(2, 3, 5, 5)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_a_model_only_nchw_can_trace_falls_back_to_its_own_layout(tmp_path):
+    from lego_core.pipeline import capture
+
+    path = tmp_path / "model.py"
+    path.write_text(VIEW_AFTER_CONV)
+    problem = load_problem(ProblemSpec(str(path)))
+    layout = {"channels_last": True}
+    graph, channels_last = capture(problem, True, layout)
+    assert channels_last is False and layout["channels_last"] is False and "channels-last capture failed" in layout["fallback"]
+    conv = next(n for n in graph.compute_nodes if "convolution" in str(n.target))
+    assert conv.meta["val"].is_contiguous()
