@@ -36,7 +36,8 @@ column is the GPU time.  The table is printed last.
 
 Usage (repository root, on the GPU machine):
 
-    PYTHONPATH=. python bench/gpu_checks/check_conv.py [--models resnet_stage mobile_se_block] [--dtypes bf16 fp32]
+    PYTHONPATH=. python bench/gpu_checks/check_conv.py [--models resnet_stage mobile_se_block] [--dtypes bf16 fp32] [--pipeline-dtypes bf16]
+    PYTHONPATH=. python bench/gpu_checks/check_conv.py --smoke --pipeline-dtypes fp32   # CPU, tiny sizes, no timing
 """
 from __future__ import annotations
 
