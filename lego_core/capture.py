@@ -189,6 +189,25 @@ def _user_line(exc: BaseException, path: str) -> int | None:
     return lines[-1] if lines else None
 
 
+def dense_order(spec: ValueInfo, shape: tuple) -> tuple | None:
+    """The dimensions of size > 1, outermost first, in which ``spec`` (of
+    ``shape``) is dense: the innermost has stride 1 and each next one the
+    product of the sizes inside it (no gaps, no overlaps).  ``(0, 1, 2, 3)``
+    for a contiguous NCHW tensor of sizes > 1, ``(0, 2, 3, 1)`` for a
+    channels-last one; None when ``spec`` is not dense in any permutation
+    (a slice, an expanded or broadcast view)."""
+    if tuple(spec.shape) != tuple(shape):
+        return None
+    dims = [d for d, size in enumerate(shape) if size != 1]
+    order = sorted(dims, key=lambda d: -spec.stride[d])
+    expected = 1
+    for d in reversed(order):
+        if spec.stride[d] != expected:
+            return None
+        expected *= shape[d]
+    return tuple(order)
+
+
 def value_info(node: fx.Node) -> ValueInfo | None:
     """ValueInfo of a node with one tensor value, else None."""
     val = node.meta.get("val")
@@ -250,16 +269,43 @@ def to_channels_last(value: Any) -> Any:
     return value
 
 
+def use_channels_last(setting, problem: Problem) -> bool:
+    """Whether to capture ``problem`` in channels-last: ``setting`` True or
+    False as given; ``"auto"`` when the problem runs on CUDA and its model
+    holds a 2-D convolution (``has_conv2d``).  Raises ValueError on any other
+    setting."""
+    if setting is True or setting is False:
+        return setting
+    if setting != "auto":
+        raise ValueError(f"channels_last must be 'auto', True or False, got {setting!r}")
+    return problem.spec.device == "cuda" and has_conv2d(problem)
+
+
+def layout_inputs(make_inputs: Callable[[int], list], channels_last: bool) -> Callable[[int], list]:
+    """``make_inputs`` whose 4-D tensors come in channels-last when
+    ``channels_last`` (the layout a channels-last capture was made with)."""
+    if not channels_last:
+        return make_inputs
+
+    def made(seed: int) -> list:
+        return [to_channels_last(x) for x in make_inputs(seed)]
+
+    return made
+
+
 def capture_graph(problem: Problem, channels_last: bool = False) -> Graph:
     """Export ``problem.model`` at ``problem.make_inputs(0)`` into core ATen
     (recurrent layers kept whole, see ``KEPT_WHOLE``).
 
-    ``channels_last``: convert the model (its 4-D parameters, in place) and
-    the 4-D example inputs to channels-last first, so convolutions and every
-    value after them carry NHWC strides in their ValueInfo (cuDNN's bf16
-    convs are much faster so).  Generated kernels read through strides and
-    write the captured layout; a caller running the plan must hand 4-D inputs
-    in channels-last too (``to_channels_last``) for the layout to pay off.
+    ``channels_last``: convert the 4-D example inputs to channels-last
+    (``to_channels_last``) first, so convolutions (which follow their input's
+    layout) and every value after them carry NHWC strides in their ValueInfo
+    (cuDNN's bf16 convs are much faster so).  ``problem.model`` is never
+    modified: its weights keep the user's layout (cuDNN converts a
+    convolution's small weight itself).  Generated kernels read through
+    strides and write the captured layout; whoever runs the graph or the plan
+    must hand 4-D inputs in channels-last too (``layout_inputs``) for the
+    layout to pay off.
 
     ``nn.MultiheadAttention``'s fused fast path is turned off while capturing
     (pytorch issue 115511) so attention decomposes into ATen ops.  Raises
@@ -268,7 +314,6 @@ def capture_graph(problem: Problem, channels_last: bool = False) -> Graph:
     """
     inputs = problem.make_inputs(seed=0)
     if channels_last:
-        problem.model.to(memory_format=torch.channels_last)
         inputs = [to_channels_last(x) for x in inputs]
     previous = torch.backends.mha.get_fastpath_enabled()
     torch.backends.mha.set_fastpath_enabled(False)

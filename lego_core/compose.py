@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 import torch.fx as fx
 
-from lego_core.capture import Graph
+from lego_core.capture import Graph, ValueInfo, dense_order, value_info
 from lego_core.subproblem import boundary, function_source, region_graph
 from lego_core.tree import OrNode
 from lego_core.verify import tolerances
@@ -108,10 +108,15 @@ def _segments(leaves: list[OrNode]) -> list[tuple[str, list[OrNode]]]:
     return segments
 
 
-def write_output(out_dir: Path, graph: Graph, items: list[OrNode], problem, run_id: str) -> list[str]:
+def write_output(out_dir: Path, graph: Graph, items: list[OrNode], problem, run_id: str, layout: dict | None = None) -> list[str]:
     """Write the output folder for a plan whose ``items`` (OR nodes with
     ``chosen`` set, in schedule order: ``search.plan.Plan.items``) cover the
-    graph; returns the kernel file paths (relative)."""
+    graph; returns the kernel file paths (relative).
+
+    ``layout``: ``channels_last`` (the graph was captured with 4-D inputs in
+    channels-last: the plan converts them at entry) and ``output_strides``
+    (eager's output strides, which the plan's output is given when they
+    differ from the captured ones); None: neither."""
     out_dir.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(problem.spec.path, out_dir / "reference_model.py")
     shutil.copyfile(RUNTIME, out_dir / "lego_runtime.py")
@@ -131,7 +136,7 @@ def write_output(out_dir: Path, graph: Graph, items: list[OrNode], problem, run_
             tests_dir.mkdir(exist_ok=True)
             test = leaf.sub.test_source(f"{cand.kernel_name}.py", problem.spec.device, tol.atol, tol.rtol)
             (tests_dir / f"test_{cand.kernel_name}.py").write_text(test)
-    (out_dir / "optimized_model.py").write_text(model_source(graph, items, problem, run_id, kernel_files))
+    (out_dir / "optimized_model.py").write_text(model_source(graph, items, problem, run_id, kernel_files, layout=layout))
     _write_constants(out_dir, graph)
     return kernel_files
 
@@ -144,8 +149,8 @@ def _write_constants(out_dir: Path, graph: Graph) -> None:
         (out_dir / "constants.pt").unlink(missing_ok=True)  # from an earlier run into the same folder
 
 
-def model_source(graph: Graph, items: list[OrNode], problem, run_id: str, kernel_files: list[str], launch: dict | None = None) -> str:
-    """Source of ``optimized_model.py``."""
+def model_source(graph: Graph, items: list[OrNode], problem, run_id: str, kernel_files: list[str], launch: dict | None = None, layout: dict | None = None) -> str:
+    """Source of ``optimized_model.py`` (``layout``: see ``write_output``)."""
     spec = problem.spec
     user_inputs = [n for n in graph.placeholders if graph.sources[n.name].kind == "input"]
     example = problem.make_inputs(0)
@@ -181,7 +186,7 @@ def model_source(graph: Graph, items: list[OrNode], problem, run_id: str, kernel
     parts.append(CHECKS)
     body, functions = _forward_body(graph, items)
     parts += ["\n\n" + f for f in functions]
-    parts.append(_model_class(graph, user_inputs, [isinstance(x, torch.Tensor) for x in example], body))
+    parts.append(_model_class(graph, user_inputs, [isinstance(x, torch.Tensor) for x in example], body, layout or {}))
     return "".join(parts)
 
 
@@ -216,7 +221,22 @@ def _in_graph_order(nodes: list, order: dict) -> list:
     return sorted(nodes, key=lambda n: order[n.name])
 
 
-def _model_class(graph: Graph, user_inputs: list[fx.Node], is_tensor: list[bool], body: list[str]) -> str:
+def output_layout(graph: Graph, eager_strides: tuple | None) -> tuple | None:
+    """The strides the plan's output must be given: eager's (``eager_strides``,
+    recorded when the model was optimized) when they are dense and differ from
+    the captured output's in a dimension of size > 1; else None (the plan's
+    output already has them, or eager's output is a view LEGO does not copy into)."""
+    info = value_info(graph.output_nodes[0]) if graph.output_nodes else None
+    if info is None or eager_strides is None or len(eager_strides) != len(info.shape):
+        return None
+    if dense_order(ValueInfo(info.shape, info.dtype, tuple(eager_strides)), info.shape) is None:
+        return None
+    if all(s == e for n, s, e in zip(info.shape, info.stride, eager_strides) if n != 1):
+        return None
+    return tuple(eager_strides)
+
+
+def _model_class(graph: Graph, user_inputs: list[fx.Node], is_tensor: list[bool], body: list[str], layout: dict | None = None) -> str:
     # torch.export keeps non-tensor arguments as placeholders in recent
     # versions and drops them (specialised) in older ones
     if len(user_inputs) == len(is_tensor):
@@ -290,9 +310,19 @@ def _model_class(graph: Graph, user_inputs: list[fx.Node], is_tensor: list[bool]
         lines.append(f"        {', '.join(n.name for n in bound)}, = self._lego_bound.get({first})")
     if user_inputs:
         lines.append(f"        {', '.join(n.name for n in user_inputs)}, = {names},")
+    layout = layout or {}
+    if layout.get("channels_last"):
+        for node in user_inputs:
+            info = value_info(node)
+            if info is not None and len(info.shape) == 4:
+                lines.append(f"        {node.name} = lego_runtime.to_channels_last({node.name})  # captured in channels-last (NHWC)")
     lines += [f"        {line}" for line in body]
     out = graph.output_nodes
-    lines.append(f"        return {out[0].name}")
+    strides = output_layout(graph, layout.get("output_strides"))
+    if strides is not None:
+        lines.append(f"        return lego_runtime.with_strides({out[0].name}, {strides!r})  # the layout eager returns")
+    else:
+        lines.append(f"        return {out[0].name}")
     return "\n".join(lines) + "\n"
 
 

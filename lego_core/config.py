@@ -28,6 +28,11 @@ class OptimizeConfig:
     on a GPU, also time torch.compile of the original model for the report.
     ``force_triton``: choose every verified Triton candidate whatever its cost
     (tests use it to exercise every generated kernel in the composed model).
+    ``channels_last``: capture 4-D activations in channels-last (NHWC) memory
+    order (``lego_core.capture.capture_graph``), which cuDNN's convolutions
+    and the pointwise kernels after them run faster in; the composed model
+    converts 4-D inputs at entry and returns eager's output layout.
+    ``"auto"``: on CUDA for models with a 2-D convolution; True / False force it.
 
     Search (``lego_core.search``): ``strategy``: ``lego`` (the AND-OR tree
     search) or ``monolithic`` (one agent handed the whole model as one
@@ -55,6 +60,7 @@ class OptimizeConfig:
     load_timeout_s: float | None = 300.0
     compare_compile: bool = True
     force_triton: bool = False
+    channels_last: bool | str = "auto"
     strategy: str = "lego"
     dedupe: bool = True
     mutation: bool = True
@@ -73,6 +79,8 @@ class OptimizeConfig:
             raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, got {self.strategy!r}")
         if not 1 <= self.agents <= MAX_AGENTS:
             raise ValueError(f"agents must be from 1 to {MAX_AGENTS}, got {self.agents}")
+        if self.channels_last not in (True, False, "auto"):
+            raise ValueError(f"channels_last must be 'auto', True or False, got {self.channels_last!r}")
         if len(self.verify_seeds) < 3:
             raise ValueError(f"verification needs at least three seeds, got {len(self.verify_seeds)}")
 

@@ -49,7 +49,9 @@ def _to64(x):
 
 
 def check_end_to_end(out_dir: Path, problem, seed: int, fp64_device: str | None = None) -> dict:
-    """Compare the composed model with eager; returns ``passed``, errors, ``reason``, ``seed``.
+    """Compare the composed model with eager (values, and output strides where
+    eager returns a dense tensor: ``layout_mismatch``); returns ``passed``,
+    errors, ``reason``, ``seed``.
 
     ``fp64_device``: where the fp64 copy of the model runs when the bf16/fp16
     check needs it (None: the problem's device; ``"cpu"`` keeps a float64
@@ -68,6 +70,10 @@ def check_end_to_end(out_dir: Path, problem, seed: int, fp64_device: str | None 
         "seed": seed,
         "criterion": "dtype tolerance against eager",
     }
+    layout = layout_mismatch(actual, expected)
+    if layout:
+        result.update(passed=False, reason=layout, output_strides={"optimized": list(actual.stride()), "eager": list(expected.stride())})
+        return result
     if cmp.passed or problem.spec.dtype == "fp32" or not torch.isfinite(actual).all():
         return result
     device = fp64_device or problem.spec.device
@@ -83,6 +89,22 @@ def check_end_to_end(out_dir: Path, problem, seed: int, fp64_device: str | None 
         reason=f"norm-relative error against fp64: optimized {err_new:.3g}, eager {err_eager:.3g}",
     )
     return result
+
+
+def layout_mismatch(actual, expected) -> str | None:
+    """Why ``actual``'s memory layout differs from eager's ``expected`` (strides
+    unequal in a dimension of size > 1, where eager's output is a dense
+    tensor: a view's odd strides are not required), else None."""
+    if not isinstance(actual, torch.Tensor) or not isinstance(expected, torch.Tensor) or actual.shape != expected.shape:
+        return None
+    from lego_core.capture import ValueInfo, dense_order
+
+    shape = tuple(expected.shape)
+    if dense_order(ValueInfo(shape, expected.dtype, tuple(expected.stride())), shape) is None:
+        return None
+    if all(a == b for n, a, b in zip(shape, actual.stride(), expected.stride()) if n != 1):
+        return None
+    return f"output strides {tuple(actual.stride())} differ from eager's {tuple(expected.stride())}"
 
 
 def _finite(x: float) -> float | None:

@@ -19,14 +19,14 @@ import torch
 from lego_core import e2e
 from lego_core.agents import make_agent
 from lego_core.cache import KernelCache
-from lego_core.capture import capture_graph
+from lego_core.capture import capture_graph, layout_inputs, use_channels_last
 from lego_core.compose import write_output
 from lego_core.config import OptimizeConfig
 from lego_core.errors import OptimizeError
 from lego_core.events import RunFinished, RunStarted, Sink, StageStarted, TranscriptMessage
 from lego_core.launch import choose_launch
 from lego_core.memory import MemoryMeter
-from lego_core.problem import ProblemSpec, load_problem
+from lego_core.problem import ProblemError, ProblemSpec, load_problem
 from lego_core.report import build_report
 from lego_core.search import Search, run_search
 from lego_core.search.boundary import BoundaryStore
@@ -46,15 +46,18 @@ def run_pipeline(spec: ProblemSpec, out_dir: str, config: OptimizeConfig, emit: 
     meter = MemoryMeter(spec.device)  # the run's peak device memory, from here to the report
     problem = load_problem(spec)  # import the file, apply overrides, build and run the model
     meter.add_base(_model_tensors(problem.model))  # CPU: weights were made before the counter
-    meter.measure_eager(lambda: _eager_forward(problem))  # eager's peak: the bound's reference
+    eager_out: dict = {}
+    meter.measure_eager(lambda: _eager_forward(problem, eager_out))  # eager's peak: the bound's reference
     emit(StageStarted(stage="capture"))
-    graph = capture_graph(problem)  # torch.export -> core ATen with shapes and module paths
+    channels_last = use_channels_last(config.channels_last, problem)  # NHWC activations for 2-D conv models on CUDA
+    layout_report = {"setting": config.channels_last, "channels_last": channels_last}
+    graph, channels_last = capture(problem, channels_last, layout_report)  # torch.export -> core ATen with shapes and module paths
     emit(StageStarted(stage="construct"))
     tree = build_tree_and_announce(graph, emit)  # top-down FusionTree down to fusion groups
     # boundary values per seed, on demand within the memory bound (not every
     # intermediate of every seed: that multiplies the model's memory)
     with meter.tracking():
-        activations = boundary_store(graph, tree, problem, config, meter)
+        activations = boundary_store(graph, tree, problem, config, meter, channels_last)
     # the total is the search's own: it counts the nodes it queues (after
     # dedupe, retries and fusions included) in its progress events
     emit(StageStarted(stage="search"))
@@ -69,7 +72,8 @@ def run_pipeline(spec: ProblemSpec, out_dir: str, config: OptimizeConfig, emit: 
         activations.drop()
         del activations, search
         emit(StageStarted(stage="compose"))
-        kernel_files = write_output(out, graph, result.plan.items, problem, run_id)  # optimized_model.py + kernels/
+        layout = {"channels_last": channels_last, "output_strides": eager_out.get("strides")}
+        kernel_files = write_output(out, graph, result.plan.items, problem, run_id, layout)  # optimized_model.py + kernels/
     emit(StageStarted(stage="verify"))
     with meter.tracking():
         check = e2e.check_end_to_end(out, problem, config.e2e_seed, fp64_device=fp64_device(problem, meter))  # composed ModelNew vs eager
@@ -87,29 +91,50 @@ def run_pipeline(spec: ProblemSpec, out_dir: str, config: OptimizeConfig, emit: 
     timing = e2e.time_models(out, problem, config) if spec.device == "cuda" and config.timing == "auto" else None
     report = build_report(problem, tree, result, check, timing, kernel_files, started, _versions(), launch)
     report["memory"] = memory_report(meter, emit, tree.root.id)
+    report["layout"] = layout_report  # setting, channels_last used, fallback reason if any
     (out / "report.json").write_text(json.dumps(report, indent=2))
     emit(RunFinished(out_dir=str(out), summary=report["summary"]))
     return report
+
+
+def capture(problem, channels_last: bool, layout: dict) -> tuple:
+    """(graph, channels_last): the captured graph, in channels-last when asked
+    and torch.export can trace the model so (a ``view`` of an NHWC input
+    that only NCHW strides allow fails); else in the user's layout, with
+    ``layout["channels_last"]`` False and ``layout["fallback"]`` saying why.
+    Raises ProblemError when neither captures."""
+    if channels_last:
+        try:
+            return capture_graph(problem, channels_last=True), True
+        except ProblemError as exc:
+            layout.update(channels_last=False, fallback=f"channels-last capture failed: {exc}")
+    return capture_graph(problem), False
 
 
 def _model_tensors(model: torch.nn.Module) -> list:
     return [*model.parameters(), *model.buffers()]
 
 
-def _eager_forward(problem) -> None:
-    """One eager forward on the example inputs (seed 0), as a user runs it."""
+def _eager_forward(problem, record: dict | None = None) -> None:
+    """One eager forward on the example inputs (seed 0), as a user runs it;
+    ``record["strides"]``: its output's strides (a single tensor output)."""
     inputs = problem.make_inputs(0)
     with torch.no_grad():
-        problem.model(*inputs)
+        out = problem.model(*inputs)
+    if record is not None and isinstance(out, torch.Tensor):
+        record["strides"] = tuple(out.stride())
 
 
-def boundary_store(graph, tree: FusionTree, problem, config: OptimizeConfig, meter: MemoryMeter) -> BoundaryStore:
+def boundary_store(graph, tree: FusionTree, problem, config: OptimizeConfig, meter: MemoryMeter, channels_last: bool = False) -> BoundaryStore:
     """The verification seeds' boundary values of every sub-problem, within the
     memory bound (less a margin for what the store does not count: the
-    timer's L2 flush buffer, compiler workspaces, comparison pieces)."""
+    timer's L2 flush buffer, compiler workspaces, comparison pieces).
+    ``channels_last``: the graph was captured so; its 4-D inputs are made so
+    too, and every boundary value has the captured strides."""
     needed = {node.name for n in tree.or_nodes() for node in n.sub.inputs}
     limit = meter.bound - min(STORE_MARGIN_BYTES, meter.bound // 8)
-    return BoundaryStore(graph, problem.model, problem.make_inputs, config.verify_seeds, needed, limit, meter, meter.activation_bytes)
+    make_inputs = layout_inputs(problem.make_inputs, channels_last)
+    return BoundaryStore(graph, problem.model, make_inputs, config.verify_seeds, needed, limit, meter, meter.activation_bytes)
 
 
 STORE_MARGIN_BYTES = 768 << 20

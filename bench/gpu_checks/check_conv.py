@@ -13,6 +13,18 @@ At the model files' own sizes, in bf16 and fp32, on one CUDA GPU:
 - ``lego folded`` / ``lego folded NHWC``: as above, but each conv followed by
   BatchNorm is a ``conv_bn`` kernel file (W', b' folded from the live weights,
   cached; one library conv + the tail kernel).
+- ``lego fused NHWC old``: ``lego fused NHWC`` with the pointwise template's
+  dense-in-memory-order path turned off (``codegen.DENSE_FAST_PATH``): every
+  kernel iterates in NCHW logical order through strides, as before it existed.
+- ``lego plan (pipeline)``: the real ``lego_core.optimize`` (channels_last
+  ``auto``: on for these conv models on CUDA) run on the model file at its
+  own size, and the shipped ``ModelNew`` called as a user calls it (NCHW
+  input, eager's output layout; its LAUNCH as chosen by the pipeline).  Only
+  for the dtypes in ``--pipeline-dtypes`` (default bf16; each run takes a
+  while).  Its report's launch choice is printed.
+
+The NHWC capture converts only the inputs: the user's conv weights stay NCHW
+(cuDNN converts them itself), while ``eager NHWC`` converts the whole model.
 
 For each form: the norm-relative error of the output against the fp64 eager
 model on a fresh random input (seed 1234, never seen at capture), and the
@@ -24,7 +36,8 @@ column is the GPU time.  The table is printed last.
 
 Usage (repository root, on the GPU machine):
 
-    PYTHONPATH=. python bench/gpu_checks/check_conv.py [--models resnet_stage mobile_se_block] [--dtypes bf16 fp32]
+    PYTHONPATH=. python bench/gpu_checks/check_conv.py [--models resnet_stage mobile_se_block] [--dtypes bf16 fp32] [--pipeline-dtypes bf16]
+    PYTHONPATH=. python bench/gpu_checks/check_conv.py --smoke --pipeline-dtypes fp32   # CPU, tiny sizes, no timing
 """
 from __future__ import annotations
 
@@ -40,6 +53,7 @@ from pathlib import Path
 import torch
 import torch.fx as fx
 
+from lego_core.agents.template import codegen
 from lego_core.agents.template.codegen import generate
 from lego_core.agents.template.expressions import Unsupported
 from lego_core.capture import capture_graph, to_channels_last
@@ -139,9 +153,24 @@ def nontrivial_batchnorm(model: torch.nn.Module) -> None:
                         t.copy_((torch.rand(t.shape, generator=gen) * (hi - lo) + lo).to(t))
 
 
-def check_model(name: str, dtype: str, work: Path, smoke: bool = False) -> list[tuple]:
+def pipeline_model(spec: ProblemSpec, problem, work: Path):
+    """``lego_core.optimize`` of ``spec`` (channels_last auto) into ``work``;
+    returns (ModelNew with ``problem.model``'s weights, number of kernel files, report)."""
+    from lego_core import optimize
+    from lego_core.config import OptimizeConfig
+    from lego_core.e2e import load_composed
+
+    out = work / f"pipeline_{Path(spec.path).stem}_{spec.dtype}"
+    report = optimize(spec, str(out), OptimizeConfig(cache=False, compare_compile=False, channels_last="auto"))
+    launch = report.get("launch") or {}
+    print(f"  pipeline: channels_last {report.get('layout', {}).get('channels_last')}, launch {launch.get('chosen')}: {launch.get('reason')}", flush=True)
+    return load_composed(out, problem), len(list((out / "kernels").glob("*.py"))), report
+
+
+def check_model(name: str, dtype: str, work: Path, smoke: bool = False, pipeline: bool = False) -> list[tuple]:
     """Rows (model, dtype, form, kernels, rel err, ms, graph ms, status);
-    ``smoke``: tiny sizes on the CPU (Triton's interpreter), no timing."""
+    ``smoke``: tiny sizes on the CPU (Triton's interpreter), no timing;
+    ``pipeline``: also the ``lego plan (pipeline)`` row (optimize + ModelNew)."""
     rows = []
     overrides = json.loads((MODELS / "tiny.json").read_text())[f"{name}.py"] if smoke else {}
     spec = ProblemSpec(str(MODELS / f"{name}.py"), dict(overrides), dtype=dtype, device="cpu" if smoke else "cuda")
@@ -163,20 +192,32 @@ def check_model(name: str, dtype: str, work: Path, smoke: bool = False) -> list[
         ("eager NCHW", eager, 0, False),
         ("eager NHWC", eager_cl, 0, True),
     ]
-    for fold in (False, True):
-        for channels_last in (False, True):
-            p = load_problem(spec)
-            p.model.load_state_dict(state)
-            graph = capture_graph(p, channels_last=channels_last)
+    for fold, channels_last, dense in ((False, False, True), (False, True, True), (False, True, False), (True, False, True), (True, True, True)):
+        p = load_problem(spec)
+        p.model.load_state_dict(state)
+        graph = capture_graph(p, channels_last=channels_last)
+        codegen.DENSE_FAST_PATH = dense
+        try:
             runner = PlanRunner(graph, p.model, plan_subproblems(graph, fold), work)
-            label = f"lego {'folded' if fold else 'fused'}{' NHWC' if channels_last else ''}"
-            forms.append((label, runner, runner.kernels, channels_last))
+        finally:
+            codegen.DENSE_FAST_PATH = True
+        label = f"lego {'folded' if fold else 'fused'}{' NHWC' if channels_last else ''}{'' if dense else ' old'}"
+        forms.append((label, runner, runner.kernels, channels_last))
+    if pipeline:
+        try:
+            new, kernels, _report = pipeline_model(spec, problem, work)
+            forms.append(("lego plan (pipeline)", new, kernels, None))
+        except Exception as exc:  # noqa: BLE001 - report, keep going
+            traceback.print_exc()
+            rows.append((name, dtype, "lego plan (pipeline)", 0, float("nan"), float("nan"), float("nan"), f"FAILED {type(exc).__name__}"))
     for label, fn, kernels, nhwc in forms:
         call = (lambda f: lambda *xs: f(*[to_channels_last(x) for x in xs]).contiguous())(fn) if nhwc else fn
         try:
             with torch.no_grad():
                 got = call(*x_check)
                 err = ((got.double() - want).norm() / want.norm()).item()
+                if nhwc is None and got.stride() != want.stride():  # the shipped model: eager's layout
+                    raise AssertionError(f"output strides {got.stride()} differ from eager's {want.stride()}")
                 if smoke:
                     rows.append((name, dtype, label, kernels, err, float("nan"), float("nan"), "ok" if err <= 1e-4 else "ERROR"))
                     print(f"  {name} {dtype} {label}: rel err {err:.2e} ({kernels} kernels)", flush=True)
@@ -201,6 +242,7 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", default=["resnet_stage", "mobile_se_block"])
     parser.add_argument("--dtypes", nargs="+", default=["bf16", "fp32"])
+    parser.add_argument("--pipeline-dtypes", nargs="*", default=["bf16"], help="dtypes of the 'lego plan (pipeline)' row (none: skip it)")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, fp32, CPU (TRITON_INTERPRET=1), no timing")
     args = parser.parse_args(argv)
     if args.smoke:
@@ -215,13 +257,13 @@ def main(argv: list[str]) -> int:
         for name in args.models:
             for dtype in args.dtypes:
                 print(f"{name} {dtype}", flush=True)
-                rows += check_model(name, dtype, Path(tmp), args.smoke)
+                rows += check_model(name, dtype, Path(tmp), args.smoke, pipeline=dtype in args.pipeline_dtypes)
     print()
-    print(f"{'model':16} {'dtype':5} {'form':18} {'kernels':>7} {'rel err':>9} {'ms':>9} {'graph ms':>9} {'vs eager':>8}  check")
+    print(f"{'model':16} {'dtype':5} {'form':20} {'kernels':>7} {'rel err':>9} {'ms':>9} {'graph ms':>9} {'vs eager':>8}  check")
     eager = {(r[0], r[1]): r[6] for r in rows if r[2] == "eager NCHW"}
     for name, dtype, label, kernels, err, ms, graph_ms, status in rows:
         speed = eager.get((name, dtype), float("nan")) / graph_ms if graph_ms == graph_ms and graph_ms else float("nan")
-        print(f"{name:16} {dtype:5} {label:18} {kernels:7d} {err:9.2e} {ms:9.4f} {graph_ms:9.4f} {speed:7.2f}x  {status}")
+        print(f"{name:16} {dtype:5} {label:20} {kernels:7d} {err:9.2e} {ms:9.4f} {graph_ms:9.4f} {speed:7.2f}x  {status}")
     print("(vs eager = eager NCHW graph ms / this form's graph ms)")
     return 0 if all(r[7] == "ok" for r in rows) else 1
 

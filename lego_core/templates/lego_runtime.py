@@ -89,6 +89,24 @@ def _weak(method):
     return lambda: method
 
 
+def to_channels_last(x):
+    """A 4-D tensor in channels-last (NHWC) memory order (no copy when it
+    already is); anything else unchanged.  The plan of a model optimized in
+    channels-last converts its 4-D inputs so at entry."""
+    if isinstance(x, torch.Tensor) and x.dim() == 4:
+        return x.contiguous(memory_format=torch.channels_last)
+    return x
+
+
+def with_strides(x, strides):
+    """``x`` with ``strides`` (elements) in every dimension of size > 1: ``x``
+    itself when it has them, else a copy.  The plan returns its output in the
+    layout eager returned when the model was optimized."""
+    if all(s == want for n, s, want in zip(x.shape, x.stride(), strides) if n != 1):
+        return x
+    return torch.empty_strided(x.shape, strides, dtype=x.dtype, device=x.device).copy_(x)
+
+
 def _clone_output(value):
     if isinstance(value, torch.Tensor):
         return value.clone()

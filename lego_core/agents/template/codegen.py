@@ -10,6 +10,15 @@ other two are here:
   broadcasting, permuted and expanded inputs need no copies.  Inputs that
   were contiguous with shape S when captured are read with the flat offset
   (the launcher makes them contiguous on purpose if they are not).
+  *Dense in memory order* (the fast path): when every full-size input and
+  every output is dense in one permutation of S (NCHW, channels-last NHWC,
+  any permuted-dense layout; see ``dense_order``), the flat index runs over
+  that dense storage, so neighbouring lanes touch neighbouring addresses and
+  full-size operands need no index arithmetic at all; broadcast operands
+  (a [C] BatchNorm statistic, an [N, C, 1, 1] squeeze-excite gate) get only
+  the dimension indices they vary along, by division and modulo with
+  constant sizes (for NHWC: channel = offs % C).  Other layouts take the
+  general strided path (every dimension's index, every operand's strides).
 - *row reduction*: one program per row of S (all dimensions but the last);
   the whole row of N elements sits in one ``BLOCK_N = next_power_of_2(N)``
   vector with a mask (triton issue 8898); per-row scalars (reduction results)
@@ -29,7 +38,7 @@ from pathlib import Path
 import jinja2
 import torch.fx as fx
 
-from lego_core.capture import ValueInfo, op_name
+from lego_core.capture import ValueInfo, dense_order, op_name
 from lego_core.fusion import policy
 from lego_core.fusion.groups import Role, broadcasts_to
 from lego_core.subproblem import SubProblem
@@ -60,6 +69,7 @@ class _Operand:
     access: str  # flat | row | col | rowscalar | strided | rowstrided
     role: Role
     channel: bool = False  # a [C] operand read along dim 1 (eval BatchNorm statistics)
+    dims: tuple = ()  # access "bcast": the iteration dimensions it varies along
 
 
 def kernel_name(sp: SubProblem) -> str:
@@ -101,8 +111,53 @@ def generate(sp: SubProblem) -> str:
     results = [_operand(f"out{k}", n, spec, group, is_row) for k, (n, spec) in enumerate(zip(sp.outputs, sp.output_specs))]
     if is_row and any(r.role.kind == "vec" and r.spec.shape != group.shape for r in results):
         raise Unsupported("a row-shaped output is smaller than the iteration shape")
-    body = _body(sp, operands, results, is_row)
-    return _render(sp, operands, results, body, is_row)
+    order = None if is_row or not DENSE_FAST_PATH else _use_dense_order(group.shape, operands, results)
+    body = _body(sp, operands, results, is_row, order)
+    return _render(sp, operands, results, body, is_row, order)
+
+
+# False: pointwise kernels always take the flat-or-strided paths (an ablation)
+DENSE_FAST_PATH = True
+
+
+def _use_dense_order(shape: tuple, operands: list[_Operand], results: list[_Operand]) -> tuple | None:
+    """Switch a pointwise kernel to the dense-in-memory-order path when every
+    output and every full-size (non-channel) input is dense in one order;
+    returns that order (None: the flat / strided paths stay).  Full-size
+    operands become ``flat`` (read and written at the flat index), the
+    others ``bcast`` (addressed by the dimensions they vary along)."""
+    full = [o for o in operands if not o.channel and tuple(o.spec.shape) == tuple(shape)] + results
+    orders = {dense_order(o.spec, shape) for o in full}
+    if len(orders) != 1 or None in orders:
+        return None
+    order = orders.pop()
+    if order == tuple(d for d, size in enumerate(shape) if size != 1) and all(o.access == "flat" for o in operands):
+        return None  # contiguous with nothing broadcast: the flat path already is this
+    full_ids = {id(o) for o in full}
+    for o in full:
+        o.access = "flat"
+    for o in operands:
+        if id(o) in full_ids:
+            continue
+        if o.channel:
+            dims = (1,) if len(shape) > 1 and shape[1] != 1 else ()
+        else:
+            aligned = (1,) * (len(shape) - len(o.spec.shape)) + tuple(o.spec.shape)
+            dims = tuple(d for d, size in enumerate(aligned) if size != 1 and shape[d] != 1)
+        o.access, o.dims = "bcast", dims
+    return order
+
+
+def _dense_index_lines(shape: tuple, order: tuple, dims: set) -> list[str]:
+    """``idx_d`` for each dimension in ``dims`` from the flat index over
+    storage dense in ``order`` (sizes are constants: the compiler turns the
+    division and modulo into multiplications)."""
+    lines = []
+    for d in sorted(dims):
+        inner = math.prod(shape[e] for e in order[order.index(d) + 1:])
+        value = "offs" if inner == 1 else f"(offs // {inner})"
+        lines.append(f"idx_{d} = {value}" + ("" if d == order[0] else f" % {shape[d]}"))
+    return lines
 
 
 def _mark_channel_operands(sp: SubProblem, operands: list[_Operand]) -> None:
@@ -226,11 +281,14 @@ def _emit_nodes(sp: SubProblem, env: dict[str, str], is_row: bool) -> list[str]:
 def _pointwise_address(o: _Operand, ndim: int) -> str:
     if o.access == "flat":
         return f"{o.name}_ptr + offs"
+    if o.access == "bcast":
+        terms = " + ".join(f"idx_{d} * {o.name}_stride_{d}" for d in o.dims) or "offs * 0"
+        return f"{o.name}_ptr + {terms}"
     terms = " + ".join(f"idx_{d} * {o.name}_stride_{d}" for d in range(ndim)) or "0"
     return f"{o.name}_ptr + {terms}"
 
 
-def _body(sp: SubProblem, operands: list[_Operand], results: list[_Operand], is_row: bool) -> list[str]:
+def _body(sp: SubProblem, operands: list[_Operand], results: list[_Operand], is_row: bool, order: tuple | None = None) -> list[str]:
     """The kernel body: program index and mask, per-dimension indices where a
     strided tensor needs them, loads, the region's ops, stores."""
     ndim = len(sp.group.shape)
@@ -242,7 +300,12 @@ def _body(sp: SubProblem, operands: list[_Operand], results: list[_Operand], is_
         lines = ["pid = tl.program_id(0)", "offs = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)", "mask = offs < n_elements"]
         index, dims, comment = "offs", ndim, "# index of each element in the iteration space"
         address = lambda o: _pointwise_address(o, ndim)  # noqa: E731
-    if any(o.access in ("strided", "rowstrided") for o in operands + results):
+    if order is not None:
+        needed = {d for o in operands if o.access == "bcast" for d in o.dims}
+        lines.append(f"# offs runs over storage dense in dimension order {list(order)} (outermost first)")
+        if needed:
+            lines += ["# the dimension indices the broadcast inputs vary along"] + _dense_index_lines(tuple(sp.group.shape), order, needed)
+    elif any(o.access in ("strided", "rowstrided") for o in operands + results):
         lines += [comment] + _index_lines("idx_", index, dims)
     lines.append("# load")
     env: dict[str, str] = {}
@@ -270,7 +333,7 @@ def _row_address(o: _Operand, lead: int) -> str:
     }[o.access]
 
 
-def _render(sp: SubProblem, operands: list[_Operand], results: list[_Operand], body: list[str], is_row: bool) -> str:
+def _render(sp: SubProblem, operands: list[_Operand], results: list[_Operand], body: list[str], is_row: bool, order: tuple | None = None) -> str:
     shape = tuple(sp.group.shape)
     ndim = len(shape)
     name = kernel_name(sp) + "_kernel"
@@ -283,10 +346,14 @@ def _render(sp: SubProblem, operands: list[_Operand], results: list[_Operand], b
         for o in strided:
             count = lead + (1 if o.access == "strided" and o.role.kind == "vec" else 0)
             stride_rows.append([f"{o.name}_stride_{d}" for d in range(count)])
+    elif order is not None:
+        sizes = ["n_elements"]
+        strided = [o for o in operands if o.access == "bcast"]
+        stride_rows = [[f"{o.name}_stride_{d}" for d in o.dims] for o in strided if o.dims]
     else:
         sizes = ["n_elements"] + ([f"size_{d}" for d in range(1, ndim)] if strided else [])
         stride_rows = [[f"{o.name}_stride_{d}" for d in range(ndim)] for o in strided]
-    prepare, call = _launch_lines(operands, results, strided, shape, is_row)
+    prepare, call = _launch_lines(operands, results, strided, shape, is_row, order)
     block_value = f"triton.next_power_of_2({shape[-1]})" if is_row else str(POINTWISE_BLOCK)
     num_warps = _row_warps(shape[-1]) if is_row else 4
     outputs_decl = "(" + "".join(f"({tuple(s.shape)}, {tuple(s.stride)}, {s.dtype}), " for s in sp.output_specs) + ")"
@@ -311,7 +378,8 @@ def _render(sp: SubProblem, operands: list[_Operand], results: list[_Operand], b
         outputs_decl=outputs_decl,
         launch_args=[o.name for o in operands],
         device_arg=operands[0].name if operands else "out[0]",
-        flat_outputs=[k for k, r in enumerate(results) if r.access in ("flat", "row", "rowscalar")],
+        flat_outputs=[] if order is not None else [k for k, r in enumerate(results) if r.access in ("flat", "row", "rowscalar")],
+        dense_outputs=[k for k, r in enumerate(results) if order is not None],
         prepare=prepare,
         call_args=call,
     )
@@ -352,10 +420,12 @@ def _row_warps(n: int) -> int:
     return 8 if n <= 8192 else 16
 
 
-def _launch_lines(operands, results, strided, shape, is_row) -> tuple[list[str], list[str]]:
+def _launch_lines(operands, results, strided, shape, is_row, order=None) -> tuple[list[str], list[str]]:
     prepare: list[str] = []
     for o in operands:
-        if o.access in ("flat", "row", "col", "rowscalar"):
+        if order is not None and o.access == "flat":
+            prepare.append(f"{o.name} = _dense({o.name}, {tuple(o.spec.stride)})  # read at the flat index: the captured dense layout")
+        elif o.access in ("flat", "row", "col", "rowscalar"):
             prepare.append(f"{o.name} = {o.name}.contiguous()  # read with flat offsets")
     tensor = {o.name: o.name for o in operands} | {r.name: f"out[{r.name[3:]}]" for r in results}
     for o in strided:
@@ -377,6 +447,9 @@ def _launch_lines(operands, results, strided, shape, is_row) -> tuple[list[str],
         n = math.prod(shape)
         prepare.append(f"grid = (triton.cdiv({n}, {POINTWISE_BLOCK}),)")
         call.append(f"{n}")
+        if order is not None:
+            call += [f"{o.name}_strides[{d}]" for o in strided for d in o.dims]
+            return prepare, call
         if strided:
             call += [f"{shape[d]}" for d in range(1, ndim)]
         for o in strided:
