@@ -29,7 +29,9 @@ graph output) has shape S, and no input of a member may depend on a member
 (no cycles).  ``find_sequence_groups`` forms the groups of a region: each
 head (conv, cumsum), then greedily the pointwise consumers that read the
 group, then the pointwise producers all of whose readers are in the group
-(per-channel factors such as ``exp(-decay * steps)``).
+(per-channel factors such as ``exp(-decay * steps)``).  A conv's tail stops
+before a value a cumsum reads: that is the scan's prologue (so the scan also
+takes the factors it shares with its epilogue, and no extra kernel is left).
 """
 from __future__ import annotations
 
@@ -244,13 +246,17 @@ def scan_group(nodes: list[fx.Node]) -> tuple[FusionGroup | None, str]:
     return FusionGroup(list(nodes), "scan", shape=_shape(spec.cumsum), roles={n.name: Role("vec") for n in nodes}), ""
 
 
-def _grow(members: list[fx.Node], nodes: list[fx.Node], shape: tuple, taken: set[str]) -> list[fx.Node]:
+def _grow(members: list[fx.Node], nodes: list[fx.Node], shape: tuple, taken: set[str], leave_scan_input: bool = False) -> list[fx.Node]:
     """``members`` plus the pointwise consumers (in order) that read them, then
-    the pointwise producers all of whose readers are members; in ``nodes`` order."""
+    the pointwise producers all of whose readers are members; in ``nodes`` order.
+    ``leave_scan_input``: consumers read by a cumsum are left out (they are the
+    scan's prologue, so the scan can also absorb the factors they read)."""
     names = {n.name for n in members}
     start = max(nodes.index(n) for n in members)
     for n in nodes[start + 1:]:
         if n.name in taken or not any(a.name in names for a in n.all_input_nodes):
+            continue
+        if leave_scan_input and any(op_name(u) == CUMSUM_OP for u in n.users):
             continue
         if _pointwise_ok(n, shape):
             names.add(n.name)
@@ -285,7 +291,7 @@ def find_sequence_groups(nodes: list[fx.Node]) -> list[FusionGroup]:
             continue
         make = depthwise_conv1d_group if kind == "conv" else scan_group
         group = None
-        for members in (_grow(chain, nodes, shape, taken), chain):
+        for members in (_grow(chain, nodes, shape, taken, leave_scan_input=kind == "conv"), chain):
             group, _ = make(members)
             if group is not None:
                 break
