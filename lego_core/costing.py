@@ -57,6 +57,8 @@ def fused_estimate_ms(sub: SubProblem, dtype: torch.dtype, target: str) -> float
     The FLOPs of matmul ops (a ``gemm_epilogue`` leaf's GEMM) run at the
     tensor-core rate, as ``library_estimate_ms`` prices them, and the rest
     at the vector rate: ``compute = matmul / matmul_peak + other / vector_peak``.
+    A ``depthwise_conv1d`` or ``scan`` kernel (``fusion.sequence``) runs on
+    CUDA cores: all its FLOPs at the vector rate.
     """
     tensors = [t for n in sub.inputs for t in _node_tensors(n)] + [t for n in sub.outputs for t in _node_tensors(n)]
     spec = getattr(sub.group, "spec", None) if sub.kind == "attention" else None
@@ -67,6 +69,8 @@ def fused_estimate_ms(sub: SubProblem, dtype: torch.dtype, target: str) -> float
     matmul = sum(_flops(n) for n in sub.nodes if costmodel.is_matmul_op(n.target))
     other = sum(_flops(n) for n in sub.nodes if not costmodel.is_matmul_op(n.target))
     bytes_moved = costmodel.tensor_bytes(tensors)
+    if getattr(sub.group, "kind", None) in ("depthwise_conv1d", "scan"):  # CUDA-core kernels: a depthwise conv's FLOPs at the vector rate
+        matmul, other = 0, matmul + other
     if getattr(sub.group, "kind", None) == "conv_bn":  # a library conv + a tail kernel: y goes to memory and back
         from lego_core.fusion.conv_bn import intermediate_bytes
 

@@ -48,6 +48,7 @@ from lego_core.events import NodeCreated
 from lego_core.fusion import policy
 from lego_core.fusion.attention import find_attention
 from lego_core.fusion.groups import FusionGroup, partition
+from lego_core.fusion.sequence import find_sequence_groups
 from lego_core.subproblem import SubProblem, make_subproblem
 
 
@@ -291,6 +292,7 @@ def _split_seams(node: OrNode, outputs: list[fx.Node], next_id) -> None:
         if not node.children:
             _split_groups(node, outputs, next_id)
         _split_attention(node, outputs, next_id)
+        _split_sequence(node, outputs, next_id)
         return
     split = AndNode(next_id("and"), node.id, "by heavy-op seams")
     node.children.append(split)
@@ -302,6 +304,7 @@ def _split_seams(node: OrNode, outputs: list[fx.Node], next_id) -> None:
         split.children.append(child)
         _split_groups(child, outputs, next_id)
     _split_attention(node, outputs, next_id)  # last: the first decompositions stay the library's
+    _split_sequence(node, outputs, next_id)
 
 
 def _heavy_seams(nodes: list[fx.Node]) -> list[tuple[bool, list[fx.Node]]]:
@@ -368,6 +371,27 @@ def _split_attention(node: OrNode, outputs: list[fx.Node], next_id) -> None:
     groups = [g for g in groups if not any(g.names <= {n.name for n in c.sub.nodes} for c in inner)]
     if not groups:
         return
+    _split_around(node, outputs, next_id, groups, "attention")
+
+
+def _split_sequence(node: OrNode, outputs: list[fx.Node], next_id) -> None:
+    """A ``sequence mixer`` decomposition of a region holding depthwise conv1d
+    or scan (cumsum) groups (``fusion.sequence.find_sequence_groups``) that no
+    child module holds whole, built like the attention one: the groups become
+    leaves the template agent writes kernels for, the nodes between them are
+    split at heavy-op seams.  An alternative: the library path stays."""
+    if node.is_leaf and node.sub.kind != "region":
+        return  # already one fusion group
+    groups = find_sequence_groups(node.sub.nodes)
+    inner = [c for c in node.children[0].children] if node.children and node.children[0].label == "by module hierarchy" else []
+    groups = [g for g in groups if not any(g.names <= {n.name for n in c.sub.nodes} for c in inner)]
+    if groups:
+        _split_around(node, outputs, next_id, groups, "sequence mixer")
+
+
+def _split_around(node: OrNode, outputs: list[fx.Node], next_id, groups: list[FusionGroup], label: str) -> None:
+    """A decomposition of ``node`` labelled ``label``: for each group in order,
+    the nodes it needs before it, the group (a leaf of the group's kind), then the rest."""
     pieces: list[tuple[str, list[fx.Node], FusionGroup | None]] = []
     rest = list(node.sub.nodes)
     for group in groups:
@@ -378,18 +402,18 @@ def _split_attention(node: OrNode, outputs: list[fx.Node], next_id) -> None:
         taken = {n.name for n in before} | members
         if before:
             pieces.append(("region", before, None))
-        pieces.append(("attention", group.nodes, group))
+        pieces.append((group.kind, group.nodes, group))
         rest = [n for n in rest if n.name not in taken]
     if rest:
         pieces.append(("region", rest, None))
-    split = AndNode(next_id("and"), node.id, "attention")
+    split = AndNode(next_id("and"), node.id, label)
     node.children.append(split)
     for kind, nodes, group in pieces:
         child_id = next_id("or")
         if group is not None:
-            sub = make_subproblem(f"sp{child_id[2:]}", nodes, outputs, "attention", group=group)
+            sub = make_subproblem(f"sp{child_id[2:]}", nodes, outputs, kind, group=group)
             sub.module_path = node.sub.module_path or sub.module_path
-            sub.label = f"{sub.module_path or 'model'} · attention"
+            sub.label = f"{sub.module_path or 'model'} · {kind}"
             split.children.append(OrNode(child_id, sub, split.id))
             continue
         sub = make_subproblem(f"sp{child_id[2:]}", nodes, outputs, "region")

@@ -16,7 +16,8 @@ rebuilds an equivalent SubProblem from that alone:
    (shapes, dtypes and strides come out as the captured graph had them);
 3. the fusion group is formed again from the nodes (``partition`` for
    pointwise / row-reduction / layout / heavy groups, ``gemm_epilogue_group``
-   for GEMM epilogues, ``attention_group`` for attention);
+   for GEMM epilogues, ``attention_group`` for attention,
+   ``depthwise_conv1d_group`` / ``scan_group`` for sequence-mixer groups);
 4. the rebuilt sub-problem's signature must equal the payload's.
 
 The graph is built from the parsed source rather than by executing and
@@ -345,6 +346,13 @@ def _regroup(nodes: list[fx.Node], group_kind: str | None):
         group, reason = attention_group(nodes)
         if group is None:
             raise PayloadError(f"the nodes do not form an attention group: {reason}")
+        return group
+    if group_kind in ("depthwise_conv1d", "scan"):
+        from lego_core.fusion.sequence import depthwise_conv1d_group, scan_group
+
+        group, reason = {"depthwise_conv1d": depthwise_conv1d_group, "scan": scan_group}[group_kind](nodes)
+        if group is None:
+            raise PayloadError(f"the nodes do not form a {group_kind} group: {reason}")
         return group
     if group_kind not in PARTITIONED_KINDS:
         raise PayloadError(f"unknown group kind {group_kind!r}")

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.filterwarnings(
 
 MODELS = Path(__file__).resolve().parents[3] / "shared" / "models"
 TINY = json.loads((MODELS / "tiny.json").read_text()) if (MODELS / "tiny.json").is_file() else {}
-LEAF_KINDS = {"pointwise", "row_reduction", "layout", "heavy", "attention"}
+LEAF_KINDS = {"pointwise", "row_reduction", "layout", "heavy", "attention", "depthwise_conv1d", "scan"}
 
 
 @functools.lru_cache(maxsize=None)
@@ -111,8 +111,11 @@ def test_and_or_structure(name):
             assert all(isinstance(c, AndNode) for c in node.children), "OR children are AND nodes"
             # top-down construction makes one decomposition, two where a region has
             # child modules: by module hierarchy, and by heavy-op seams across them;
-            # a region holding an attention layer whole gets an "attention" one last
+            # a region holding an attention layer whole gets an "attention" one last,
+            # one holding a depthwise conv1d / scan group a "sequence mixer" one
             labels = [c.label for c in node.children]
+            if labels and labels[-1] == "sequence mixer":
+                labels = labels[:-1]
             if labels and labels[-1] == "attention":
                 labels = labels[:-1]
             assert len(labels) <= 2
@@ -127,7 +130,7 @@ def test_and_or_structure(name):
                 assert node.sub.kind == "region"
         else:
             assert isinstance(node, AndNode)
-            assert node.label in ("by module hierarchy", "by heavy-op seams", "fusion groups", "attention")
+            assert node.label in ("by module hierarchy", "by heavy-op seams", "fusion groups", "attention", "sequence mixer")
             assert node.children, "an AND node needs children"
             assert all(isinstance(c, OrNode) for c in node.children)
             # (see test_or_children_point_at_their_and_node for which id that should be)
@@ -180,6 +183,8 @@ def test_fusable_groups_have_an_iteration_shape_and_roles(name):
                 assert group.reason
         elif group.kind == "attention":
             assert group.spec is not None and group.shape == tuple(leaf.sub.output_specs[0].shape)
+        elif group.kind in ("depthwise_conv1d", "scan"):  # one conv or cumsum with pointwise ops, outputs of the iteration shape
+            assert all(tuple(s.shape) == group.shape for s in leaf.sub.output_specs)
         else:
             alone = [n for n in group.nodes if op_name(n) != "getitem"]
             assert len(alone) == 1 if group.kind == "heavy" else len(alone) <= 1, "layout/heavy ops stand alone"

@@ -3,7 +3,9 @@
 Offline and deterministic; it needs no network.  It handles fusion groups of
 kind ``pointwise``, ``row_reduction`` (see ``codegen``), ``gemm_epilogue``
 (see ``gemm_codegen``; the groups come from ``fusion.gemm``) and ``attention``
-(see ``attention_codegen``; the groups come from ``fusion.attention``) and declines
+(see ``attention_codegen``; the groups come from ``fusion.attention``),
+``depthwise_conv1d`` and ``scan`` (see ``sequence_codegen``; the groups come
+from ``fusion.sequence``) and declines
 everything else, which then stays a library (ATen) call.  Its transcript is a
 short log of what it matched and which configuration it chose.
 """
@@ -14,8 +16,9 @@ from lego_core.agents.template.codegen import generate, kernel_name, launch_conf
 from lego_core.agents.template.expressions import Unsupported
 from lego_core.subproblem import SubProblem
 
-TEMPLATE_KINDS = ("pointwise", "row_reduction", "gemm_epilogue", "conv_bn", "attention")
+TEMPLATE_KINDS = ("pointwise", "row_reduction", "gemm_epilogue", "conv_bn", "attention", "depthwise_conv1d", "scan")
 TEMPLATE_TITLES = {"pointwise": "pointwise", "row_reduction": "row reduction", "gemm_epilogue": "GEMM + epilogue", "conv_bn": "conv + BatchNorm fold", "attention": "flash attention"}
+TEMPLATE_TITLES |= {"depthwise_conv1d": "depthwise conv1d + epilogue", "scan": "scan (cumsum) + prologue/epilogue"}
 
 
 class TemplateAgent:

@@ -98,6 +98,10 @@ def generate(sp: SubProblem) -> str:
         from lego_core.agents.template import attention_codegen
 
         return attention_codegen.generate(sp)
+    if group is not None and group.kind in ("depthwise_conv1d", "scan"):
+        from lego_core.agents.template import sequence_codegen  # it imports this module's helpers
+
+        return sequence_codegen.generate(sp)
     if group is None or group.kind not in ("pointwise", "row_reduction") or not group.fusable:
         raise Unsupported(group.reason if group is not None and group.reason else f"{sp.kind} region")
     for spec, what in [(s, "input") for s in sp.input_specs] + [(s, "output") for s in sp.output_specs]:
@@ -399,6 +403,10 @@ def launch_config(group) -> str:
         from lego_core.agents.template import attention_codegen
 
         return attention_codegen.launch_config(group)
+    if group.kind in ("depthwise_conv1d", "scan"):
+        from lego_core.agents.template import sequence_codegen
+
+        return sequence_codegen.launch_config(group)
     shape = list(group.shape)
     if group.kind == "row_reduction":
         rows = math.prod(shape[:-1])
