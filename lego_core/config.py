@@ -33,6 +33,10 @@ class OptimizeConfig:
     and the pointwise kernels after them run faster in; the composed model
     converts 4-D inputs at entry and returns eager's output layout.
     ``"auto"``: on CUDA for models with a 2-D convolution; True / False force it.
+    Off by default: measured on an H200 (bf16, 2026-11-30), the NHWC plans
+    ran 2-2.5x slower than the NCHW ones (the convolutions get the user's
+    NCHW weights and cuDNN converts them per call), while the NCHW plan with
+    BatchNorm + activation + residual fused beat eager by 1.3x.
 
     Search (``lego_core.search``): ``strategy``: ``lego`` (the AND-OR tree
     search) or ``monolithic`` (one agent handed the whole model as one
@@ -60,7 +64,7 @@ class OptimizeConfig:
     load_timeout_s: float | None = 300.0
     compare_compile: bool = True
     force_triton: bool = False
-    channels_last: bool | str = "auto"
+    channels_last: bool | str = False
     strategy: str = "lego"
     dedupe: bool = True
     mutation: bool = True
