@@ -137,7 +137,7 @@ def boundary_store(graph, tree: FusionTree, problem, config: OptimizeConfig, met
     return BoundaryStore(graph, problem.model, make_inputs, config.verify_seeds, needed, limit, meter, meter.activation_bytes)
 
 
-STORE_MARGIN_BYTES = 768 << 20
+STORE_MARGIN_BYTES = 1024 << 20  # the L2 flush buffer (256 MB), timing and tuning graphs, compare pieces, workspaces
 
 
 def fp64_device(problem, meter: MemoryMeter) -> str:
