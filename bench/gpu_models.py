@@ -384,30 +384,45 @@ def _left(deadline: float | None) -> float | None:
 
 def run_on_gpus(entries: list[Entry], args, gpus: list[str]) -> dict:
     """One worker process per GPU (``CUDA_VISIBLE_DEVICES``), each with its
-    share of the models (dealt in turn), run sequentially there; rows merged
-    back into ``entries`` order."""
-    shares = [entries[k :: len(gpus)] for k in range(len(gpus))]
-    procs = []
+    share of the models (dealt in turn); rows merged back into ``entries``
+    order.  Two phases: the searches run on all GPUs at once; then the
+    timing workers run one after another, so no timed call shares the host
+    CPU with another GPU's search or torch.compile (eager and torch.compile
+    default are launch-bound: host load changes their numbers)."""
+    shares = [(gpu, entries[k :: len(gpus)]) for k, gpu in enumerate(gpus)]
+    shares = [(gpu, share) for gpu, share in shares if share]
+    merged: dict = {d: {"meta": {}, "rows": {}} for d in args.dtypes}
     with tempfile.TemporaryDirectory(prefix="lego-bench-gpus-") as tmp:
-        for gpu, share in zip(gpus, shares):
-            if not share:
-                continue
-            result_file = Path(tmp) / f"gpu{gpu}.json"
-            cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", str(result_file), "--models", ",".join(e.name for e in share)]
-            cmd += _forwarded_args(args)
-            env = _child_env(args.device)
-            env["CUDA_VISIBLE_DEVICES"] = gpu
-            procs.append((gpu, share, result_file, subprocess.Popen(cmd, env=env, cwd=str(ROOT))))
-        merged: dict = {d: {"meta": {}, "rows": {}} for d in args.dtypes}
-        for gpu, share, result_file, proc in procs:
-            rc = proc.wait()
-            done = json.loads(result_file.read_text()) if result_file.is_file() else {}
-            for dtype in args.dtypes:
-                part = done.get(dtype, {})
-                merged[dtype]["meta"] = merged[dtype]["meta"] or part.get("meta", {})
-                got = {r["model"]: dict(r, gpu_index=gpu) for r in part.get("rows", [])}
-                for entry in share:
-                    merged[dtype]["rows"][entry.name] = got.get(entry.name) or _failed_row(entry, dtype, f"GPU {gpu} worker exited {rc}", args.out_dir, args.device)
+        phases = []
+        if args.search_only or not args.skip_search:
+            phases.append(("search", ["--search-only"] + (["--skip-search"] if args.skip_search else [])))
+        if not args.search_only:
+            phases.append(("time", ["--skip-search"]))
+        for phase, flags in phases:
+            running = []
+            for gpu, share in shares:
+                result_file = Path(tmp) / f"{phase}-gpu{gpu}.json"
+                cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", str(result_file), "--models", ",".join(e.name for e in share)]
+                cmd += [a for a in _forwarded_args(args) if a not in ("--search-only", "--skip-search")] + flags
+                env = _child_env(args.device)
+                env["CUDA_VISIBLE_DEVICES"] = gpu
+                proc = subprocess.Popen(cmd, env=env, cwd=str(ROOT))
+                if phase == "time":
+                    proc.wait()  # timing: one GPU at a time
+                running.append((gpu, share, result_file, proc))
+            for gpu, share, result_file, proc in running:
+                rc = proc.wait()
+                if phase != "time":
+                    continue
+                done = json.loads(result_file.read_text()) if result_file.is_file() else {}
+                for dtype in args.dtypes:
+                    part = done.get(dtype, {})
+                    merged[dtype]["meta"] = merged[dtype]["meta"] or part.get("meta", {})
+                    got = {r["model"]: dict(r, gpu_index=gpu) for r in part.get("rows", [])}
+                    for entry in share:
+                        merged[dtype]["rows"][entry.name] = got.get(entry.name) or _failed_row(entry, dtype, f"GPU {gpu} worker exited {rc}", args.out_dir, args.device)
+    if args.search_only:
+        return {}
     return {d: {"meta": m["meta"], "rows": [m["rows"][e.name] for e in entries]} for d, m in merged.items()}
 
 
