@@ -322,37 +322,29 @@ def _int_list(value: Any) -> bool:
     return isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value)
 
 
+# group kinds formed by a constructor of their own: kind -> (module, function, what it is)
+GROUP_CONSTRUCTORS = {
+    "gemm_epilogue": ("lego_core.fusion.gemm", "gemm_epilogue_group", "a GEMM-epilogue group"),
+    "conv_bn": ("lego_core.fusion.conv_bn", "conv_bn_group", "a conv + BatchNorm group"),
+    "attention": ("lego_core.fusion.attention", "attention_group", "an attention group"),
+    "depthwise_conv1d": ("lego_core.fusion.sequence", "depthwise_conv1d_group", "a depthwise conv1d group"),
+    "scan": ("lego_core.fusion.sequence", "scan_group", "a scan group"),
+}
+
+
 def _regroup(nodes: list[fx.Node], group_kind: str | None):
-    """The sub-problem's fusion group, formed again from its nodes."""
+    """The sub-problem's fusion group, formed again from its nodes.
+
+    Raises PayloadError when the nodes do not form a group of that kind."""
     if group_kind is None:
         return None
-    if group_kind == "gemm_epilogue":
-        from lego_core.fusion.gemm import gemm_epilogue_group  # written alongside; imported when needed
+    if group_kind in GROUP_CONSTRUCTORS:
+        import importlib
 
-        group, reason = gemm_epilogue_group(nodes)
+        module, function, what = GROUP_CONSTRUCTORS[group_kind]  # imported when needed: written alongside
+        group, reason = getattr(importlib.import_module(module), function)(nodes)
         if group is None:
-            raise PayloadError(f"the nodes do not form a GEMM-epilogue group: {reason}")
-        return group
-    if group_kind == "conv_bn":
-        from lego_core.fusion.conv_bn import conv_bn_group
-
-        group, reason = conv_bn_group(nodes)
-        if group is None:
-            raise PayloadError(f"the nodes do not form a conv + BatchNorm group: {reason}")
-        return group
-    if group_kind == "attention":
-        from lego_core.fusion.attention import attention_group
-
-        group, reason = attention_group(nodes)
-        if group is None:
-            raise PayloadError(f"the nodes do not form an attention group: {reason}")
-        return group
-    if group_kind in ("depthwise_conv1d", "scan"):
-        from lego_core.fusion.sequence import depthwise_conv1d_group, scan_group
-
-        group, reason = {"depthwise_conv1d": depthwise_conv1d_group, "scan": scan_group}[group_kind](nodes)
-        if group is None:
-            raise PayloadError(f"the nodes do not form a {group_kind} group: {reason}")
+            raise PayloadError(f"the nodes do not form {what}: {reason}")
         return group
     if group_kind not in PARTITIONED_KINDS:
         raise PayloadError(f"unknown group kind {group_kind!r}")
