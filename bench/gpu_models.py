@@ -483,7 +483,16 @@ def _cell(value, fmt: str) -> str:
         return "yes" if value else "NO"
     if value is None:
         return "n/a"
-    return value if fmt == "s" else format(value, fmt)
+    if fmt == "s":
+        return value
+    if fmt.endswith("f") and isinstance(value, float) and 0 < abs(value) < 0.5 * 10 ** -int(fmt[1:-1] or 0):
+        return format(value, ".1e")  # a ratio or time too small for the fixed format: say how small
+    return format(value, fmt)
+
+
+def _ratio(value) -> str:
+    """A geomean ratio with its ``x``, or ``n/a``."""
+    return "n/a" if value is None else _cell(value, ".2f") + "x"
 
 
 def format_table(rows: list[dict], dtype: str, meta: dict) -> str:
@@ -503,8 +512,8 @@ def format_table(rows: list[dict], dtype: str, meta: dict) -> str:
         stats = summary(part).get(group)
         if stats:
             lines.append(
-                f"{'geomean ' + group:<22} L/eager {_cell(stats['geomean_lego_vs_eager'], '.2f')}x  L/best compile {_cell(stats['geomean_lego_vs_best_compile'], '.2f')}x  "
-                f"%floor {_cell(stats['geomean_pct_of_floor'], '.1f')}  worst L/eager {_cell(stats['min_lego_vs_eager'], '.2f')}x  verified {stats['verified']}/{stats['models']}"
+                f"{'geomean ' + group:<22} L/eager {_ratio(stats['geomean_lego_vs_eager'])}  L/best compile {_ratio(stats['geomean_lego_vs_best_compile'])}  "
+                f"%floor {_cell(stats['geomean_pct_of_floor'], '.1f')}  worst L/eager {_ratio(stats['min_lego_vs_eager'])}  verified {stats['verified']}/{stats['models']}"
             )
             lines.append("")
     return "\n".join(lines).rstrip() + "\n"
@@ -554,7 +563,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     parser.add_argument("--tiny", action="store_true", help="the tiny.json sizes (CPU runs)")
     parser.add_argument("--out-dir", type=Path, default=ROOT / "build" / "bench-gpu", help="optimizer output folders, one per model/dtype (reused)")
-    parser.add_argument("--results-dir", type=Path, default=RESULTS_DIR)
+    parser.add_argument("--results-dir", type=Path, default=None,
+                        help=f"where the JSON goes (default {RESULTS_DIR.relative_to(ROOT)} for GPU runs, build/bench-gpu/results for CPU runs)")
     parser.add_argument("--gpus", default=None, help="comma-separated GPU indices; one worker per GPU")
     parser.add_argument("--skip-search", action="store_true", help="re-time existing output folders; search only where none exists")
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per model search")
@@ -584,6 +594,8 @@ def parse_args(argv: list[str] | None = None):
         args.modes = "default,reduce-overhead" if args.device == "cuda" else ""
     args.modes = [m for m in args.modes.split(",") if m]
     args.out_dir = args.out_dir.resolve()
+    if args.results_dir is None:  # CPU runs are checks of the flow, not results to commit
+        args.results_dir = RESULTS_DIR if args.device == "cuda" else ROOT / "build" / "bench-gpu" / "results"
     now = time.time()
     if args.budget is not None and args.deadline is None:
         args.deadline = now + args.budget

@@ -36,6 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
     opt.add_argument("--out", default=None, help="output folder (default: ./lego_out/<model name>)")
     opt.add_argument("--no-triton", action="store_true", help="library calls only (a baseline)")
     opt.add_argument("--no-compile", action="store_true", help="on a GPU, do not time torch.compile")
+    opt.add_argument("--channels-last", choices=("off", "on", "auto"), default="off",
+                     help="capture 4-D activations in channels-last (NHWC) order; auto: on a GPU for models with a 2-D convolution (default off)")
     opt.add_argument("--timeout", type=seconds_argument, default=None, help="stop the run after this many seconds")
     search = opt.add_argument_group("search")
     search.add_argument("--agents", type=_agent_count, default=OptimizeConfig.agents, metavar="N", help=f"agents working on different nodes at once (default {OptimizeConfig.agents})")
@@ -174,6 +176,7 @@ def run_optimize(args: argparse.Namespace, console: Console) -> int:
     config = OptimizeConfig(
         use_triton=not args.no_triton,
         compare_compile=not args.no_compile,
+        channels_last={"off": False, "on": True, "auto": "auto"}[args.channels_last],
         timeout_s=args.timeout,
         agents=args.agents,
         strategy=args.strategy,
@@ -203,7 +206,7 @@ def run_optimize(args: argparse.Namespace, console: Console) -> int:
     if report["summary"]["triton"]:
         console.print(triton_table(report))
     console.print(summary_table(report))
-    console.print(f"output: {out.resolve()} (optimized_model.py, reference_model.py, kernels/, tests/, report.json)")
+    console.print(f"output: {out.resolve()} (optimized_model.py, lego_runtime.py, reference_model.py, kernels/, tests/, report.json)")
     return 0
 
 

@@ -149,13 +149,25 @@ def _write_constants(out_dir: Path, graph: Graph) -> None:
         (out_dir / "constants.pt").unlink(missing_ok=True)  # from an earlier run into the same folder
 
 
+def _plan_strides(graph: Graph, k: int, example: torch.Tensor) -> tuple:
+    """Strides (elements) the plan expects of tensor input ``k``: its
+    placeholder's captured strides (NHWC after a channels-last capture), else
+    the example input's."""
+    placeholders = [n for n in graph.placeholders if graph.sources[n.name].kind == "input"]
+    info = value_info(placeholders[k]) if k < len(placeholders) else None
+    if info is None or tuple(info.shape) != tuple(example.shape):
+        return tuple(example.stride())
+    return tuple(info.stride)
+
+
 def model_source(graph: Graph, items: list[OrNode], problem, run_id: str, kernel_files: list[str], launch: dict | None = None, layout: dict | None = None) -> str:
     """Source of ``optimized_model.py`` (``layout``: see ``write_output``)."""
     spec = problem.spec
     user_inputs = [n for n in graph.placeholders if graph.sources[n.name].kind == "input"]
     example = problem.make_inputs(0)
     inputs_decl = [
-        ("tensor", tuple(x.shape), str(x.dtype)) if isinstance(x, torch.Tensor) else ("value", x) for x in example
+        ("tensor", tuple(x.shape), str(x.dtype), _plan_strides(graph, k, x)) if isinstance(x, torch.Tensor) else ("value", x)
+        for k, x in enumerate(example)
     ]
     shapes = [tuple(x.shape) for x in example if isinstance(x, torch.Tensor)]
     overrides = "".join(f"reference_model.{k} = {v!r}  # override used when optimizing\n" for k, v in spec.overrides.items())
@@ -181,7 +193,7 @@ def model_source(graph: Graph, items: list[OrNode], problem, run_id: str, kernel
     for path in kernel_files:
         name = Path(path).stem
         parts.append(f'{name} = _load("lego_kernel_{run_id}_{name}", "{path}")\n')
-    parts.append(f"\n# what the plan was made for: (\"tensor\", shape, dtype) or (\"value\", the Python value)\nINPUTS = {inputs_decl!r}\n")
+    parts.append(f"\n# what the plan was made for: (\"tensor\", shape, dtype, strides) or (\"value\", the Python value)\nINPUTS = {inputs_decl!r}\n")
     parts.append(launch_line(launch or DEFAULT_LAUNCH))
     parts.append(CHECKS)
     body, functions = _forward_body(graph, items)
@@ -256,6 +268,7 @@ def _model_class(graph: Graph, user_inputs: list[fx.Node], is_tensor: list[bool]
         "",
         '    lego_forward = LAUNCH["forward"]',
         '    lego_cuda_graph = LAUNCH["cuda_graph"]',
+        f"    _lego_bound_dtypes = {tuple(str(value_info(n).dtype) if value_info(n) is not None else '' for n in bound)!r}  # what the plan was made for",
         "",
         "    def __init__(self, *args, **kwargs):",
         "        super().__init__(*args, **kwargs)",
@@ -265,20 +278,21 @@ def _model_class(graph: Graph, user_inputs: list[fx.Node], is_tensor: list[bool]
         lines.append('        self._lego_constants = torch.load(_HERE / "constants.pt")')
     lines += [
         "        self._lego_train_sensitive = any(isinstance(m, _TRAIN_SENSITIVE) for m in self.modules())",
-        "        self._lego_bound = lego_runtime.BoundTensors(self._lego_bind)",
-        "        self._lego_graph = lego_runtime.GraphReplayer(self._lego_run, self.parameters)",
+        "        self._lego_bound = lego_runtime.BoundTensors()",
+        "        self._lego_graph = lego_runtime.GraphReplayer()",
         "",
         "    def _apply(self, fn, *args, **kwargs):",
         "        lego_runtime.GENERATION[0] += 1  # .to()/.cuda()/.half() move tensors: bind and capture again",
         "        return super()._apply(fn, *args, **kwargs)",
         "",
         "    def forward(self, *inputs):",
-        '        if self.lego_forward == "plan":',
-        "            check_call(self, inputs)",
-        "        elif not self.lego_cuda_graph:",
+        "        mode = lego_runtime.forward_mode(self, inputs)",
+        '        if mode == "plan":',
+        "            inputs = check_call(self, inputs)  # in the layout the plan was made for",
+        '        elif not self.lego_cuda_graph or self.lego_forward == "plan":',
         "            return super().forward(*inputs)  # the user's own forward, as eager runs it",
         "        if self.lego_cuda_graph and not self.training:  # a graph replays what it captured: eval only",
-        "            out = self._lego_graph(inputs)",
+        "            out = self._lego_graph(self, inputs)",
         "            if out is not None:",
         "                return out",
         "        return self._lego_run(*inputs)",
@@ -307,7 +321,7 @@ def _model_class(graph: Graph, user_inputs: list[fx.Node], is_tensor: list[bool]
     ]
     if bound:
         first = f"inputs[{is_tensor.index(True)}].device" if any(is_tensor) else "None"
-        lines.append(f"        {', '.join(n.name for n in bound)}, = self._lego_bound.get({first})")
+        lines.append(f"        {', '.join(n.name for n in bound)}, = self._lego_bound.get(self, {first})")
     if user_inputs:
         lines.append(f"        {', '.join(n.name for n in user_inputs)}, = {names},")
     layout = layout or {}
@@ -332,13 +346,17 @@ _TRAIN_SENSITIVE = (torch.nn.modules.batchnorm._BatchNorm, torch.nn.modules.drop
 
 
 def check_call(model, inputs):
-    """Raise ValueError unless ``inputs`` are what the plan was made for: same
-    count, tensor shapes and dtypes, the same Python values (torch.export
-    specialised them), and eval mode where the model has BatchNorm or Dropout."""
+    """``inputs`` as the plan reads them, or ValueError unless they are what
+    the plan was made for: same count, tensor shapes and dtypes, the same
+    Python values (torch.export specialised them), and eval mode where the
+    model has BatchNorm or Dropout.  A tensor of the right shape in another
+    memory layout (a transposed or sliced view, channels-last) is copied
+    into the layout the plan was captured with, as the plan's views need."""
     if model.training and model._lego_train_sensitive:
         raise ValueError("ModelNew implements the eval-mode forward (BatchNorm statistics, no dropout); call .eval() first")
     if len(inputs) != len(INPUTS):
         raise ValueError(f"ModelNew takes {len(INPUTS)} inputs, got {len(inputs)}")
+    laid_out = list(inputs)
     for k, (x, (kind, *spec)) in enumerate(zip(inputs, INPUTS)):
         if kind == "value":
             if x != spec[0]:
@@ -347,4 +365,6 @@ def check_call(model, inputs):
         if not isinstance(x, torch.Tensor) or tuple(x.shape) != spec[0] or str(x.dtype) != spec[1]:
             got = f"{str(x.dtype).removeprefix('torch.')}{list(x.shape)}" if isinstance(x, torch.Tensor) else repr(x)
             raise ValueError(f"input {k} must be {spec[1].removeprefix('torch.')}{list(spec[0])} as optimized, got {got}; run LEGO again with --set for other sizes, or cast the input")
+        laid_out[k] = lego_runtime.with_strides(x, spec[2])
+    return laid_out
 '''

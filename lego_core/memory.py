@@ -122,8 +122,9 @@ class MemoryMeter:
         self._earlier_peak = 0
         self.counter: LiveBytes | None = None
         if device == "cuda":
-            torch.cuda.synchronize()
-            torch.cuda.reset_peak_memory_stats()
+            if torch.cuda.is_available():  # else loading the problem says there is no GPU
+                torch.cuda.synchronize()
+                torch.cuda.reset_peak_memory_stats()
         else:
             self.counter = LiveBytes(storage_bytes(base_tensors))
 

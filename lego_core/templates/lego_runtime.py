@@ -26,7 +26,6 @@ things make a composed forward cost what its kernels cost:
 from __future__ import annotations
 
 import warnings
-import weakref
 
 import torch
 
@@ -60,33 +59,81 @@ def _install_hooks() -> None:
 _install_hooks()
 
 
-class BoundTensors:
-    """The tuple of tensors a forward reads, resolved by ``resolve(device)``
-    and cached until :data:`GENERATION` or the device changes."""
+class _Cache:
+    """Per-model runtime state that is never copied or pickled: a copy of the
+    model (``copy.deepcopy``, ``torch.save``) starts with an empty one."""
 
-    def __init__(self, resolve):
-        self._resolve = resolve
+    def __getstate__(self):
+        return {}
+
+    def __setstate__(self, state):
+        self.__init__()
+
+    def __deepcopy__(self, memo):
+        return type(self)()
+
+
+class BoundTensors(_Cache):
+    """The tensors a plan reads, resolved by ``model._lego_bind(device)`` and
+    cached until :data:`GENERATION` or the device changes.  Holds no
+    reference to the model (no cycle: a deleted model's memory is freed at
+    once)."""
+
+    def __init__(self):
         self._key = None
         self._tensors = ()
+        self._fits = True
 
-    def get(self, device) -> tuple:
+    def get(self, model, device) -> tuple:
         """The bound tensors for inputs on ``device``."""
+        self._refresh(model, device)
+        return self._tensors
+
+    def fits(self, model, device) -> bool:
+        """Whether the bound tensors still have the dtypes the plan was made
+        for (``model._lego_bound_dtypes``): false after ``.double()``,
+        ``.half()`` or loading tensors of another dtype with ``assign=True``."""
+        self._refresh(model, device)
+        return self._fits
+
+    def _refresh(self, model, device) -> None:
         key = (GENERATION[0], device)
         if key != self._key:
-            self._tensors = tuple(self._resolve(device))
+            self._tensors = tuple(model._lego_bind(device))
+            wanted = model._lego_bound_dtypes
+            self._fits = all(str(t.dtype) == want for t, want in zip(self._tensors, wanted))
             self._key = key
-        return self._tensors
 
     def invalidate(self) -> None:
         """Resolve again on the next call."""
         self._key = None
 
 
-def _weak(method):
-    """A callable returning ``method`` (through a weak reference when it is bound)."""
-    if hasattr(method, "__self__"):
-        return weakref.WeakMethod(method)
-    return lambda: method
+def forward_mode(model, inputs) -> str:
+    """``"plan"`` or ``"original"``: what this call of ``model`` runs.
+
+    ``model.lego_forward`` asks for one; the plan falls back to the user's
+    own forward (with one warning each) when it cannot compute what eager
+    would: gradients wanted (LEGO's kernels record no autograd history), or
+    parameters no longer of the dtype the plan was made for.  Raises
+    ValueError for another ``lego_forward`` value."""
+    requested = model.lego_forward
+    if requested == "original":
+        return "original"
+    if requested != "plan":
+        raise ValueError(f"ModelNew.lego_forward must be 'plan' or 'original', got {requested!r}")
+    if torch.is_grad_enabled() and (
+        any(isinstance(x, torch.Tensor) and x.requires_grad for x in inputs) or any(p.requires_grad for p in model.parameters())
+    ):
+        warnings.warn("LEGO: gradients are wanted and LEGO's kernels are inference-only: running the original forward "
+                      "(call the model under torch.no_grad() or torch.inference_mode() to run the optimized plan)", stacklevel=3)
+        return "original"
+    device = next((x.device for x in inputs if isinstance(x, torch.Tensor)), None)
+    if not model._lego_bound.fits(model, device):
+        warnings.warn("LEGO: the model's parameters are no longer of the dtype the plan was optimized for: running the "
+                      "original forward (optimize again for this dtype)", stacklevel=3)
+        return "original"
+    return "plan"
 
 
 def to_channels_last(x):
@@ -115,24 +162,19 @@ def _clone_output(value):
     return value
 
 
-class GraphReplayer:
-    """Runs ``forward(*inputs)`` through one captured CUDA graph.
+class GraphReplayer(_Cache):
+    """Runs ``model._lego_run(*inputs)`` through one captured CUDA graph.
 
-    ``__call__(inputs)`` returns the forward's output (cloned out of the
-    graph's memory), or ``None`` when this call cannot use the graph (CPU
+    ``__call__(model, inputs)`` returns the forward's output (cloned out of
+    the graph's memory), or ``None`` when this call cannot use the graph (CPU
     inputs, gradients wanted, another capture in progress, or capture failed
     once: ``failure`` then says why); the caller then runs the forward
     directly.  The graph is captured again when the inputs' shapes, strides,
     dtypes or device change or :data:`GENERATION` moves (a tensor the graph
-    reads may have been replaced).
+    reads may have been replaced).  Holds no reference to the model.
     """
 
-    def __init__(self, forward, parameters):
-        # weak references to the model's bound methods: the model owns this
-        # replayer, and a cycle would keep the graph's memory alive after
-        # the model is deleted, until the garbage collector runs
-        self._forward = _weak(forward)
-        self._parameters = _weak(parameters)  # the module's parameters, for the autograd check
+    def __init__(self):
         self._state = None  # (key, graph, static inputs, static output)
         self.failure: str | None = None
 
@@ -140,7 +182,7 @@ class GraphReplayer:
         """Drop the captured graph (captured again on the next call)."""
         self._state = None
 
-    def __call__(self, inputs):
+    def __call__(self, model, inputs):
         if self.failure is not None:
             return None
         tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
@@ -148,14 +190,16 @@ class GraphReplayer:
             return None
         if torch.cuda.is_current_stream_capturing():
             return None  # the caller captures its own graph around this model
-        if torch.is_grad_enabled() and (any(x.requires_grad for x in tensors) or any(p.requires_grad for p in self._parameters()())):
+        if torch.is_grad_enabled() and (any(x.requires_grad for x in tensors) or any(p.requires_grad for p in model.parameters())):
             return None  # a replayed graph records no autograd history
-        key = (GENERATION[0],) + tuple((tuple(x.shape), x.stride(), x.dtype, x.device) if isinstance(x, torch.Tensor) else x for x in inputs)
+        key = (GENERATION[0], model.lego_forward) + tuple(
+            (tuple(x.shape), x.stride(), x.dtype, x.device) if isinstance(x, torch.Tensor) else x for x in inputs
+        )
         state = self._state
         if state is None or state[0] != key:
             self._state = None
             try:
-                state = self._capture(inputs, key)
+                state = self._capture(model, inputs, key)
             except Exception as exc:  # noqa: BLE001 - any capture failure means: run directly
                 self.failure = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
                 warnings.warn(f"LEGO: this forward cannot be replayed as a CUDA graph ({self.failure}); running it directly", stacklevel=3)
@@ -169,7 +213,7 @@ class GraphReplayer:
         graph.replay()
         return _clone_output(static_output)
 
-    def _capture(self, inputs, key):
+    def _capture(self, model, inputs, key):
         device = next(x for x in inputs if isinstance(x, torch.Tensor)).device
         static_inputs = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
         with torch.cuda.device(device), torch.no_grad():
@@ -177,11 +221,11 @@ class GraphReplayer:
             warm.wait_stream(torch.cuda.current_stream(device))
             with torch.cuda.stream(warm):  # compile, autotune and create handles outside the capture
                 for _ in range(2):
-                    self._forward()(*static_inputs)
+                    model._lego_run(*static_inputs)
             torch.cuda.current_stream(device).wait_stream(warm)
             torch.cuda.synchronize(device)
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph, stream=torch.cuda.Stream(device)):
-                static_output = self._forward()(*static_inputs)
+                static_output = model._lego_run(*static_inputs)
             torch.cuda.synchronize(device)
         return key, graph, static_inputs, static_output

@@ -168,6 +168,14 @@ def test_bad_choice_is_rejected_by_argparse(capsys, option, value):
     assert f"argument {option}: invalid choice: '{value}'" in err
 
 
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="this machine has a GPU")
+def test_cuda_without_a_gpu_is_a_user_error_not_an_internal_one():
+    proc = run_cli("optimize", SCORES_CHAIN, "--set", "rows=16", "--set", "d_in=40", "--set", "d_out=30", "--device", "cuda", timeout=120)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "no usable CUDA GPU" in proc.stdout and "choose device cpu" in proc.stdout
+    assert "internal error" not in proc.stdout
+
+
 def test_bad_dtype_subprocess_exit_status():
     proc = run_cli("optimize", "model.py", "--dtype", "fp64", timeout=60)
     assert proc.returncode == 2

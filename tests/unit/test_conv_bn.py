@@ -159,7 +159,9 @@ def test_folded_conv_bn_verifies(tmp_path, name):
 def test_fold_follows_load_state_dict_and_in_place_updates(tmp_path):
     """The kernel file folds from the tensors it is given on every call: new
     weights loaded into the same parameters (load_state_dict copies in place)
-    and in-place updates reach the output; the cache never serves stale ones."""
+    and in-place updates reach the output, and so do writes through ``.data``
+    (which bump no tensor version: a cache keyed on versions served stale
+    folded weights, found by a fresh-user test)."""
     problem, graph, tree = built("resnet_stage.py")
     sub = next(s for s in conv_bn_subproblems(graph, tree) if len(s.ops) > 2)
     path = tmp_path / "fold.py"
@@ -177,7 +179,7 @@ def test_fold_follows_load_state_dict_and_in_place_updates(tmp_path):
         return got
 
     first = run_both()
-    again = run_both()  # served from the cache
+    again = run_both()
     torch.testing.assert_close(first[0], again[0])
     state = {k: torch.rand_like(v) + 0.5 if v.is_floating_point() else v for k, v in model.state_dict().items()}
     model.load_state_dict(state)
@@ -190,6 +192,11 @@ def test_fold_follows_load_state_dict_and_in_place_updates(tmp_path):
                 m.weight.add_(0.25)
     after_update = run_both()
     assert not torch.allclose(after_update[0], after_load[0])
+    for m in model.modules():
+        if isinstance(m, torch.nn.Conv2d):
+            m.weight.data.copy_(torch.randn_like(m.weight))  # no version bump
+    after_data = run_both()
+    assert not torch.allclose(after_data[0], after_update[0])
 
 
 def test_mutation_proposes_the_fold():

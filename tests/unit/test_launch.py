@@ -162,3 +162,77 @@ def test_graph_replay_matches_direct_and_outputs_stay_put(mlp_out):
         model.double()
         x64 = xs[2].double()
         torch.testing.assert_close(new(x64), model(x64))  # moved: captured again
+
+
+# ---------------------------------------------------------------- faithful to eager as a user calls it (found by a fresh-user test)
+
+
+def test_an_input_in_another_layout_is_copied_into_the_plans(mlp_out):
+    out, _ = mlp_out
+    module = load(out)
+    model, new = fresh_pair(module)
+    x = torch.randn(48, 8).t()  # [8, 48], not contiguous: the plan's views need the captured layout
+    assert not x.is_contiguous()
+    with torch.no_grad():
+        torch.testing.assert_close(new(x), model(x), atol=1e-4, rtol=1e-4)
+        expanded = torch.randn(1, 48).expand(8, 48)  # stride 0
+        torch.testing.assert_close(new(expanded), model(expanded), atol=1e-4, rtol=1e-4)
+
+
+def test_gradients_wanted_run_the_original_forward_with_a_warning(mlp_out):
+    out, _ = mlp_out
+    module = load(out)
+    model, new = fresh_pair(module)
+    x = torch.randn(8, 48)
+    with pytest.warns(UserWarning, match="inference-only"):
+        y = new(x)
+    y.sum().backward()
+    model(x).sum().backward()
+    for (name, p), q in zip(new.named_parameters(), model.parameters()):
+        assert p.grad is not None, f"{name} got no gradient"
+        torch.testing.assert_close(p.grad, q.grad, atol=1e-4, rtol=1e-4)
+
+
+def test_parameters_of_another_dtype_run_the_original_forward(mlp_out):
+    out, _ = mlp_out
+    module = load(out)
+    model, new = fresh_pair(module)
+    new.double()
+    model.double()
+    x = torch.randn(8, 48, dtype=torch.float64)
+    with torch.no_grad(), pytest.warns(UserWarning, match="no longer of the dtype"):
+        assert torch.equal(new(x), model(x))
+    new.float()
+    model.float()
+    with torch.no_grad():
+        torch.testing.assert_close(new(x.float()), model(x.float()), atol=1e-4, rtol=1e-4)
+
+
+def test_an_unknown_launch_mode_is_refused(mlp_out):
+    out, _ = mlp_out
+    module = load(out)
+    _, new = fresh_pair(module)
+    new.lego_forward = "bogus"
+    with torch.no_grad(), pytest.raises(ValueError, match="lego_forward must be 'plan' or 'original'"):
+        new(torch.randn(8, 48))
+
+
+def test_copies_pickles_and_deletion(mlp_out):
+    import copy
+    import io
+    import weakref
+
+    out, _ = mlp_out
+    module = load(out)
+    model, new = fresh_pair(module)
+    x = torch.randn(8, 48)
+    with torch.no_grad():
+        new(x)
+        twin = copy.deepcopy(new)
+        torch.testing.assert_close(twin(x), model(x), atol=1e-4, rtol=1e-4)
+        buffer = io.BytesIO()
+        torch.save(new.state_dict(), buffer)
+        torch.save(new, io.BytesIO())  # the whole module pickles too (runtime caches start empty)
+    gone = weakref.ref(new)
+    del new
+    assert gone() is None, "ModelNew is kept alive by a reference cycle: its memory waits for the garbage collector"
