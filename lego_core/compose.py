@@ -3,6 +3,9 @@
 Writes, under ``out_dir``:
 
 - ``reference_model.py``: the user's file, unchanged;
+- ``lego_overrides.py``: with overrides only, ``lego_core/overrides.py``, by
+  which ``optimized_model.py`` runs ``reference_model.py`` with them in force
+  (so constants built from an overridden one follow it);
 - ``kernels/<name>.py``: one readable Triton file per generated kernel;
 - ``tests/test_<name>.py``: each kernel's sub-problem test (its reference
   source and random inputs by spec), runnable with pytest;
@@ -12,6 +15,9 @@ Writes, under ``out_dir``:
   subclasses the original ``Model``, ``ModelNew(*get_init_inputs())`` has the
   same ``state_dict()`` keys and ``load_state_dict(model.state_dict())``
   carries the weights.
+
+``out_dir`` is the run's staging folder (``lego_core.output``): the pipeline
+moves it into the user's folder only after the end-to-end check passed.
 """
 from __future__ import annotations
 
