@@ -198,6 +198,7 @@ def run_optimize(args: argparse.Namespace, console: Console) -> int:
         return 1
     except (OptimizeError, ChildCrashed) as exc:
         console.print(f"[red]optimizer failed:[/red] {exc}")
+        _say_output_untouched(console, out)
         return 3
     except Exception as exc:  # noqa: BLE001 - an internal error: say what, no traceback
         first = str(exc).strip().splitlines()[-1] if str(exc).strip() else ""
@@ -208,6 +209,14 @@ def run_optimize(args: argparse.Namespace, console: Console) -> int:
     console.print(summary_table(report))
     console.print(f"output: {out.resolve()} (optimized_model.py, lego_runtime.py, reference_model.py, kernels/, tests/, report.json)")
     return 0
+
+
+def _say_output_untouched(console: Console, out: Path) -> None:
+    """After a failed run: what the output folder holds (nothing of this run's)."""
+    if (out / "FAILED.json").is_file():
+        console.print(f"no output written; {out} still holds an earlier run's output, marked by FAILED.json")
+    else:
+        console.print("no output written")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,6 +3,9 @@
 Writes, under ``out_dir``:
 
 - ``reference_model.py``: the user's file, unchanged;
+- ``lego_overrides.py``: with overrides only, ``lego_core/overrides.py``, by
+  which ``optimized_model.py`` runs ``reference_model.py`` with them in force
+  (so constants built from an overridden one follow it);
 - ``kernels/<name>.py``: one readable Triton file per generated kernel;
 - ``tests/test_<name>.py``: each kernel's sub-problem test (its reference
   source and random inputs by spec), runnable with pytest;
@@ -12,6 +15,9 @@ Writes, under ``out_dir``:
   subclasses the original ``Model``, ``ModelNew(*get_init_inputs())`` has the
   same ``state_dict()`` keys and ``load_state_dict(model.state_dict())``
   carries the weights.
+
+``out_dir`` is the run's staging folder (``lego_core.output``): the pipeline
+moves it into the user's folder only after the end-to-end check passed.
 """
 from __future__ import annotations
 
@@ -27,6 +33,7 @@ from lego_core.tree import OrNode
 from lego_core.verify import tolerances
 
 RUNTIME = Path(__file__).parent / "templates" / "lego_runtime.py"
+OVERRIDES_SOURCE = Path(__file__).parent / "overrides.py"  # shipped as lego_overrides.py: stdlib only
 # How ModelNew's forward runs until a measurement chooses (``lego_core.launch``):
 # the plan, launched directly (the only choice on a CPU).
 DEFAULT_LAUNCH = {"forward": "plan", "cuda_graph": False}
@@ -88,9 +95,9 @@ def _load(name, relative_path):
     return module
 
 
-reference_model = _load("{ref_module}", "reference_model.py")
+{reference}
 lego_runtime = _load("{runtime_module}", "lego_runtime.py")
-{overrides}Model = reference_model.Model
+Model = reference_model.Model
 get_inputs = reference_model.get_inputs
 get_init_inputs = reference_model.get_init_inputs
 '''
@@ -120,6 +127,8 @@ def write_output(out_dir: Path, graph: Graph, items: list[OrNode], problem, run_
     out_dir.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(problem.spec.path, out_dir / "reference_model.py")
     shutil.copyfile(RUNTIME, out_dir / "lego_runtime.py")
+    if problem.spec.overrides:
+        shutil.copyfile(OVERRIDES_SOURCE, out_dir / "lego_overrides.py")
     kernels_dir = out_dir / "kernels"
     if kernels_dir.exists():
         shutil.rmtree(kernels_dir)
@@ -170,7 +179,7 @@ def model_source(graph: Graph, items: list[OrNode], problem, run_id: str, kernel
         for k, x in enumerate(example)
     ]
     shapes = [tuple(x.shape) for x in example if isinstance(x, torch.Tensor)]
-    overrides = "".join(f"reference_model.{k} = {v!r}  # override used when optimizing\n" for k, v in spec.overrides.items())
+    reference = _reference_lines(spec.overrides, run_id)
     settings = ", ".join([f"{k}={v}" for k, v in spec.overrides.items()] + [spec.dtype, spec.device])
     dtype_arg = "" if spec.dtype == "fp32" else f", {problem.spec.torch_dtype}"
     parts = [
@@ -182,9 +191,8 @@ def model_source(graph: Graph, items: list[OrNode], problem, run_id: str, kernel
             dtype_arg=dtype_arg,
             n_triton=sum(1 for leaf in items if leaf.chosen.implementation == "triton"),
             shapes=", ".join(str(list(s)) for s in shapes),
-            ref_module=f"lego_reference_{run_id}",
             runtime_module=f"lego_runtime_{run_id}",
-            overrides=overrides,
+            reference=reference,
             interpret='\nos.environ.setdefault("TRITON_INTERPRET", "1")  # optimized for the CPU: Triton\'s interpreter runs the kernels\n'
             if spec.device == "cpu"
             else "",
@@ -200,6 +208,21 @@ def model_source(graph: Graph, items: list[OrNode], problem, run_id: str, kernel
     parts += ["\n\n" + f for f in functions]
     parts.append(_model_class(graph, user_inputs, [isinstance(x, torch.Tensor) for x in example], body, layout or {}))
     return "".join(parts)
+
+
+def _reference_lines(overrides: dict, run_id: str) -> str:
+    """How ``optimized_model.py`` imports ``reference_model.py``: plainly, or,
+    with overrides, through ``lego_overrides.load`` (``lego_core.overrides``,
+    shipped as ``lego_overrides.py``), which runs the file with each override
+    in force from the constant's own assignment on, as ``lego_core.problem``
+    loaded it, so that constants built from an overridden one follow it."""
+    if not overrides:
+        return f'reference_model = _load("lego_reference_{run_id}", "reference_model.py")'
+    return (
+        f'lego_overrides = _load("lego_overrides_{run_id}", "lego_overrides.py")\n'
+        f"OVERRIDES = {dict(overrides)!r}  # --set when optimizing; what is built from them follows\n"
+        f'reference_model = lego_overrides.load("lego_reference_{run_id}", _HERE / "reference_model.py", OVERRIDES)'
+    )
 
 
 def _forward_body(graph: Graph, items: list[OrNode]) -> tuple[list[str], list[str]]:

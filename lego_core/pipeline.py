@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from lego_core import e2e
+from lego_core import e2e, output
 from lego_core.agents import make_agent
 from lego_core.cache import KernelCache
 from lego_core.capture import capture_graph, layout_inputs, use_channels_last
@@ -33,13 +33,34 @@ from lego_core.search.boundary import BoundaryStore
 from lego_core.tree import FusionTree, build_tree, node_created
 
 
-def run_pipeline(spec: ProblemSpec, out_dir: str, config: OptimizeConfig, emit: Sink) -> dict:
-    """Optimize one problem; write ``out_dir``; return the report dict."""
+def run_pipeline(spec: ProblemSpec, out_dir: str, config: OptimizeConfig, emit: Sink, run_id: str | None = None) -> dict:
+    """Optimize one problem; write ``out_dir``; return the report dict.
+
+    The output is composed, verified end to end and given its launch plan in
+    a staging folder beside ``out_dir`` (``lego_core.output``), and moved into
+    ``out_dir`` only when everything passed; on any exception the staging
+    folder is removed and ``out_dir`` is as it was.  ``run_id`` names the run
+    (and its staging folder; a new one when None)."""
+    run_id = run_id or new_run_id()
+    stage = output.staging_path(Path(out_dir), run_id)
+    try:
+        return _run(spec, Path(out_dir), stage, config, emit, run_id)
+    except BaseException:
+        output.discard(stage)
+        raise
+
+
+def new_run_id() -> str:
+    """A fresh run id: 8 hex digits."""
+    return uuid.uuid4().hex[:8]
+
+
+def _run(spec: ProblemSpec, target: Path, out: Path, config: OptimizeConfig, emit: Sink, run_id: str) -> dict:
+    """The passes; ``out`` is the staging folder, committed to ``target`` at the end."""
     started = time.time()
     if spec.device == "cpu":
         os.environ.setdefault("TRITON_INTERPRET", "1")  # no GPU: Triton's interpreter runs the kernels
-    out = Path(out_dir)
-    run_id = uuid.uuid4().hex[:8]
+    output.check_target(target)  # never overwrite a file of the user's, even at the end
     emit(RunStarted(model=Path(spec.path).name, overrides=dict(spec.overrides), dtype=spec.dtype, device=spec.device))
 
     emit(StageStarted(stage="load"))
@@ -92,8 +113,10 @@ def run_pipeline(spec: ProblemSpec, out_dir: str, config: OptimizeConfig, emit: 
     report = build_report(problem, tree, result, check, timing, kernel_files, started, _versions(), launch)
     report["memory"] = memory_report(meter, emit, tree.root.id)
     report["layout"] = layout_report  # setting, channels_last used, fallback reason if any
+    report["run_id"] = run_id
     (out / "report.json").write_text(json.dumps(report, indent=2))
-    emit(RunFinished(out_dir=str(out), summary=report["summary"]))
+    output.commit(out, target, run_id)  # verified: the files move into the target folder by rename
+    emit(RunFinished(out_dir=str(target), summary=report["summary"]))
     return report
 
 

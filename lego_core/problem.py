@@ -11,7 +11,6 @@ Usage: ``python -m lego_core.problem MODEL.py [k=v ...]`` prints what loads.
 """
 from __future__ import annotations
 
-import ast
 import dataclasses
 import sys
 import traceback
@@ -21,6 +20,7 @@ from typing import Any, Callable
 
 import torch
 
+from lego_core.overrides import OverrideError, exec_with_overrides
 from lego_core.spec import DEVICES, DTYPE_NAMES, ProblemError, ProblemSpec, parse_overrides  # noqa: F401 - re-exported
 
 REQUIRED_NAMES = ("Model", "get_inputs", "get_init_inputs")
@@ -70,7 +70,7 @@ def load_problem(spec: ProblemSpec) -> Problem:
     """
     path = str(Path(spec.path).resolve())
     source = _read_source(path)
-    module = _import_source(path, source)
+    module, constants = _import_source(path, source, spec.overrides)
     for name in REQUIRED_NAMES:
         if not hasattr(module, name):
             raise ProblemError(
@@ -80,7 +80,6 @@ def load_problem(spec: ProblemSpec) -> Problem:
             )
     if not (isinstance(module.Model, type) and issubclass(module.Model, torch.nn.Module)):
         raise ProblemError("`Model` is not a subclass of torch.nn.Module.", path, hint="define `class Model(nn.Module)`.")
-    constants = _apply_overrides(module, spec.overrides, path, source)
     if spec.device == "cuda" and not torch.cuda.is_available():
         raise ProblemError("device cuda was asked for, but this machine has no usable CUDA GPU.", path, hint="choose device cpu.")
     init_inputs = _as_list(_call_user(path, "get_init_inputs()", module.get_init_inputs), path, "get_init_inputs()")
@@ -101,60 +100,89 @@ def _read_source(path: str) -> str:
         raise ProblemError(f"cannot read the file ({exc}).", path, hint="give a UTF-8 Python file.") from None
 
 
-def _import_source(path: str, source: str) -> types.ModuleType:
+def _import_source(path: str, source: str, overrides: dict | None = None) -> tuple[types.ModuleType, dict]:
+    """Execute the file as a fresh module with ``overrides`` in force from each
+    constant's own assignment on (``lego_core.overrides``), so that module-level
+    values built from an overridden constant (``input_shape = (batch_size, 16)``,
+    default arguments, class attributes) follow it.  Returns the module and its
+    constants (module-level int/float/bool values, overrides applied).
+
+    Raises ProblemError for a syntax error, an exception at import, an override
+    naming no module-level constant, an integer constant given a non-integer,
+    and a constant whose final value is not the override (rebound by something
+    other than an assignment)."""
+    overrides = dict(overrides or {})
     try:
-        code = compile(source, path, "exec")
+        compile(source, path, "exec")
     except SyntaxError as exc:
         raise ProblemError(f"syntax error: {exc.msg}.", path, exc.lineno, hint="correct the Python syntax on that line.") from None
-    name = f"lego_problem_{abs(hash(path))}"
-    module = types.ModuleType(name)
-    module.__file__ = path
-    sys.modules[name] = module
-    _call_user(path, "importing the file", lambda: exec(code, module.__dict__))
-    return module
+    not_constant: list[str] = []
 
-
-def _constant_line(source: str, name: str) -> int | None:
-    """Line of the module-level assignment ``name = ...`` in ``source``."""
-    for stmt in ast.parse(source).body:
-        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(stmt, ast.AnnAssign) else []
-        if any(isinstance(t, ast.Name) and t.id == name for t in targets):
-            return stmt.lineno
-    return None
-
-
-def _apply_overrides(module: types.ModuleType, overrides: dict, path: str, source: str) -> dict:
-    constants = {
-        key: value
-        for key, value in vars(module).items()
-        if not key.startswith("_") and isinstance(value, (int, float, bool)) and not isinstance(value, type)
-    }
-    for name, value in overrides.items():
-        if name not in constants:
-            known = ", ".join(sorted(constants)) or "none"
-            raise ProblemError(
-                f"override {name}={value}: the file has no module-level constant `{name}`.",
-                path,
-                hint=f"override one of: {known}.",
-            )
-        original = constants[name]
+    def check(name: str, original: Any, value: Any, line: int) -> None:
+        if not _is_constant(original):
+            not_constant.append(name)
+            raise _NotAConstant(name)
         if isinstance(original, int) and not isinstance(original, bool) and not (isinstance(value, int) and not isinstance(value, bool)):
             raise ProblemError(
                 f"override {name}={value}: `{name}` is an integer constant ({name} = {original} in the file).",
                 path,
-                _constant_line(source, name),
+                line,
                 hint=f"give {name} a whole number.",
             )
-        setattr(module, name, value)
-        constants[name] = value
-    return constants
+
+    module = _new_module(path)
+    try:
+        _call_user(path, "importing the file", lambda: exec_with_overrides(module, source, path, overrides, check))
+    except (_NotAConstant, OverrideError) as exc:
+        name = exc.name if isinstance(exc, OverrideError) else exc.args[0]
+        if isinstance(exc, OverrideError) and _is_constant(getattr(module, name, None)) and name not in not_constant:
+            raise ProblemError(
+                f"override {name}={overrides[name]}: {exc.message}.",
+                path,
+                exc.line,
+                hint=f"set `{name}` with one plain module-level assignment (`{name} = ...`) so that LEGO can replace it.",
+            ) from None
+        known = ", ".join(sorted(_constants(_plain_module(path, source)))) or "none"
+        raise ProblemError(
+            f"override {name}={overrides[name]}: the file has no module-level constant `{name}`.",
+            path,
+            hint=f"override one of: {known}.",
+        ) from None
+    return module, _constants(module)
+
+
+class _NotAConstant(Exception):
+    """An override names a module-level value that is not an int/float/bool."""
+
+
+def _new_module(path: str) -> types.ModuleType:
+    name = f"lego_problem_{abs(hash(path))}"
+    module = types.ModuleType(name)
+    module.__file__ = path
+    sys.modules[name] = module
+    return module
+
+
+def _plain_module(path: str, source: str) -> types.ModuleType:
+    """The file executed without overrides (to list its constants in an error)."""
+    module = _new_module(path)
+    _call_user(path, "importing the file", lambda: exec(compile(source, path, "exec"), module.__dict__))
+    return module
+
+
+def _is_constant(value: Any) -> bool:
+    return isinstance(value, (int, float, bool)) and not isinstance(value, type)
+
+
+def _constants(module: types.ModuleType) -> dict:
+    return {key: value for key, value in vars(module).items() if not key.startswith("_") and _is_constant(value)}
 
 
 def _call_user(path: str, what: str, fn: Callable[[], Any]) -> Any:
     """Run user code; turn any exception into a ProblemError at the user's line."""
     try:
         return fn()
-    except ProblemError:
+    except (ProblemError, OverrideError, _NotAConstant):
         raise
     except SystemExit as exc:
         raise ProblemError(

@@ -1,0 +1,148 @@
+"""Constant overrides (``--set batch_size=2``) applied where the file sets them.
+
+A KernelBench-style file builds other module-level values from its
+constants: ``input_shape = (batch_size, 16)``, ``hidden = 4 * d_model``, a
+default argument ``def get_init_inputs(n=dim)``, a class attribute, an
+f-string name.  Setting ``module.batch_size = 2`` after the import leaves all
+of them at the old value.  So the file is executed with every module-level
+statement that binds an overridden name followed by a rebinding to the
+override::
+
+    batch_size = 4                                   # the user's line, unchanged
+    batch_size = _lego_override("batch_size", batch_size, 3)   # inserted
+
+and everything after it (derived constants, defaults, class bodies) sees the
+new value.  Any simple statement that binds the name at module level counts:
+``x = ...``, ``x: int = ...``, ``x += ...``, ``a, x = ...``, ``x = y = ...``.
+Statements inside functions and classes are not module level and are left
+alone.
+
+Standard library only, and no ``lego_core`` import: ``lego_core.problem``
+uses it to load a problem, and the same file is shipped next to
+``optimized_model.py`` (as ``lego_overrides.py``), which must stay plain torch.
+"""
+from __future__ import annotations
+
+import ast
+import sys
+import types
+
+HOOK = "_lego_override"
+
+
+class OverrideError(ValueError):
+    """An override cannot be applied: ``name`` is never bound by a module-level
+    assignment of the file, or is rebound afterwards by something other than
+    such an assignment (so its final value is not the override).  ``line`` is
+    the file's line where known, else None."""
+
+    def __init__(self, name: str, message: str, line: int | None = None):
+        super().__init__(message)
+        self.name, self.message, self.line = name, message, line
+
+
+class _Rebind(ast.NodeTransformer):
+    """Appends ``name = _lego_override("name", name, line)`` after each
+    module-level simple statement that binds an overridden ``name``."""
+
+    def __init__(self, names):
+        self.names = set(names)
+
+    def _skip(self, node):  # a new scope: not module level
+        return node
+
+    visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = visit_Lambda = _skip
+
+    def _bound(self, targets) -> list[str]:
+        found = []
+        for target in targets:
+            for node in ast.walk(target):
+                if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and node.id in self.names:
+                    found.append(node.id)
+        return list(dict.fromkeys(found))
+
+    def _rebind(self, node, targets):
+        names = self._bound(targets)
+        if not names:
+            return node
+        extra = []
+        for name in names:
+            call = ast.Call(
+                func=ast.Name(HOOK, ast.Load()),
+                args=[ast.Constant(name), ast.Name(name, ast.Load()), ast.Constant(node.lineno)],
+                keywords=[],
+            )
+            extra.append(ast.copy_location(ast.Assign(targets=[ast.Name(name, ast.Store())], value=call), node))
+        return [node, *extra]
+
+    def visit_Assign(self, node):
+        return self._rebind(node, node.targets)
+
+    def visit_AnnAssign(self, node):
+        return self._rebind(node, [node.target]) if node.value is not None else node
+
+    def visit_AugAssign(self, node):
+        return self._rebind(node, [node.target])
+
+
+def compile_with_overrides(source: str, path: str, names) -> types.CodeType:
+    """``source`` compiled (file name ``path``, line numbers kept) with each
+    module-level binding of a name in ``names`` followed by a call of the
+    ``_lego_override`` hook.  Raises SyntaxError as ``compile`` does."""
+    tree = ast.parse(source, path)
+    tree = ast.fix_missing_locations(_Rebind(names).visit(tree))
+    return compile(tree, path, "exec")
+
+
+def exec_with_overrides(module: types.ModuleType, source: str, path: str, overrides: dict, check=None) -> dict:
+    """Execute ``source`` in ``module``'s namespace with ``overrides`` (name ->
+    value) in force from each name's own assignment on; returns
+    ``{name: (original value, line)}`` of the last binding of each name.
+
+    ``check(name, original, value, line)``, when given, is called at each
+    binding before the override replaces ``original`` (it may raise to refuse
+    it).  Raises OverrideError when an override's name is never bound at
+    module level, or when its final value is not the override (rebound by a
+    loop, an import, ``globals()``...).  Exceptions of the file's own code
+    propagate unchanged."""
+    seen: dict = {}
+
+    def hook(name, original, line):
+        if check is not None:
+            check(name, original, overrides[name], line)
+        seen[name] = (original, line)
+        return overrides[name]
+
+    code = compile_with_overrides(source, path, overrides)
+    namespace = module.__dict__
+    namespace[HOOK] = hook
+    try:
+        exec(code, namespace)
+    finally:
+        namespace.pop(HOOK, None)
+    for name, value in overrides.items():
+        if name not in seen:
+            raise OverrideError(name, f"the file has no module-level assignment `{name} = ...`")
+        final = namespace.get(name)
+        if final is not value and final != value:
+            raise OverrideError(
+                name,
+                f"`{name}` is {final!r} after the file ran, not the override {value!r}: something other than an assignment rebinds it",
+                seen[name][1],
+            )
+    return seen
+
+
+def load(name: str, path, overrides: dict) -> types.ModuleType:
+    """Import the Python file ``path`` as module ``name`` (registered in
+    ``sys.modules``) with ``overrides`` applied as described above: what
+    ``optimized_model.py`` uses to build the reference model the way it was
+    optimized.  Raises OverrideError, or what the file raises."""
+    path = str(path)
+    with open(path, encoding="utf-8") as handle:
+        source = handle.read()
+    module = types.ModuleType(name)
+    module.__file__ = path
+    sys.modules[name] = module
+    exec_with_overrides(module, source, path, overrides)
+    return module
