@@ -21,6 +21,7 @@ import torch.fx as fx
 from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind
 
+from lego_core.faithful_capture import check_fast_paths, check_stateless
 from lego_core.problem import Problem, ProblemError
 
 
@@ -310,7 +311,10 @@ def capture_graph(problem: Problem, channels_last: bool = False) -> Graph:
     ``nn.MultiheadAttention``'s fused fast path is turned off while capturing
     (pytorch issue 115511) so attention decomposes into ATen ops.  Raises
     ProblemError when torch.export cannot capture the model (data-dependent
-    control flow, unsupported Python), with torch's reason.
+    control flow, unsupported Python), with torch's reason, and when the
+    capture could not compute what eager does (``faithful_capture``: a
+    forward that writes into buffers, parameters or inputs; a fast path
+    that gives other values than the captured ordinary path).
     """
     inputs = problem.make_inputs(seed=0)
     if channels_last:
@@ -331,6 +335,9 @@ def capture_graph(problem: Problem, channels_last: bool = False) -> Graph:
         ) from None
     finally:
         torch.backends.mha.set_fastpath_enabled(previous)
+    # what eager computes and the graph cannot: state written back, fast paths
+    check_stateless(ep, problem.spec.path)
+    check_fast_paths(problem.model, inputs, problem.spec.torch_dtype, problem.spec.path)
     return Graph(ep)
 
 

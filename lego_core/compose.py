@@ -300,7 +300,6 @@ def _model_class(graph: Graph, user_inputs: list[fx.Node], is_tensor: list[bool]
     if has_constants:
         lines.append('        self._lego_constants = torch.load(_HERE / "constants.pt")')
     lines += [
-        "        self._lego_train_sensitive = any(isinstance(m, _TRAIN_SENSITIVE) for m in self.modules())",
         "        self._lego_bound = lego_runtime.BoundTensors()",
         "        self._lego_graph = lego_runtime.GraphReplayer()",
         "",
@@ -314,7 +313,7 @@ def _model_class(graph: Graph, user_inputs: list[fx.Node], is_tensor: list[bool]
         "            inputs = check_call(self, inputs)  # in the layout the plan was made for",
         '        elif not self.lego_cuda_graph or self.lego_forward == "plan":',
         "            return super().forward(*inputs)  # the user's own forward, as eager runs it",
-        "        if self.lego_cuda_graph and not self.training:  # a graph replays what it captured: eval only",
+        "        if self.lego_cuda_graph:  # a graph replays what it captured: eval only (lego_runtime.GraphReplayer)",
         "            out = self._lego_graph(self, inputs)",
         "            if out is not None:",
         "                return out",
@@ -365,18 +364,14 @@ def _model_class(graph: Graph, user_inputs: list[fx.Node], is_tensor: list[bool]
 
 CHECKS = '''
 
-_TRAIN_SENSITIVE = (torch.nn.modules.batchnorm._BatchNorm, torch.nn.modules.dropout._DropoutNd)
-
-
 def check_call(model, inputs):
     """``inputs`` as the plan reads them, or ValueError unless they are what
     the plan was made for: same count, tensor shapes and dtypes, the same
-    Python values (torch.export specialised them), and eval mode where the
-    model has BatchNorm or Dropout.  A tensor of the right shape in another
-    memory layout (a transposed or sliced view, channels-last) is copied
-    into the layout the plan was captured with, as the plan's views need."""
-    if model.training and model._lego_train_sensitive:
-        raise ValueError("ModelNew implements the eval-mode forward (BatchNorm statistics, no dropout); call .eval() first")
+    Python values (torch.export specialised them).  A tensor of the right
+    shape in another memory layout (a transposed or sliced view,
+    channels-last) is copied into the layout the plan was captured with, as
+    the plan's views need.  (Train mode never gets here: ``forward_mode``
+    runs the original forward then.)"""
     if len(inputs) != len(INPUTS):
         raise ValueError(f"ModelNew takes {len(INPUTS)} inputs, got {len(inputs)}")
     laid_out = list(inputs)

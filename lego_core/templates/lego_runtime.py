@@ -83,6 +83,8 @@ class BoundTensors(_Cache):
         self._key = None
         self._tensors = ()
         self._fits = True
+        self._submodules_key = None
+        self._submodules = ()
 
     def get(self, model, device) -> tuple:
         """The bound tensors for inputs on ``device``."""
@@ -104,9 +106,23 @@ class BoundTensors(_Cache):
             self._fits = all(str(t.dtype) == want for t, want in zip(self._tensors, wanted))
             self._key = key
 
+    def training(self, model) -> bool:
+        """Whether ``model`` or any of its submodules is in train mode (reads
+        every module's ``training`` flag: ``model.eval(); model.block.train()``
+        counts).  The submodules are listed once per :data:`GENERATION` (a
+        module assigned anywhere lists them again); the root itself is not
+        kept, so no reference cycle."""
+        if model.training:
+            return True
+        if self._submodules_key != GENERATION[0]:
+            self._submodules = tuple(m for m in model.modules() if m is not model)
+            self._submodules_key = GENERATION[0]
+        return any(m.training for m in self._submodules)
+
     def invalidate(self) -> None:
         """Resolve again on the next call."""
         self._key = None
+        self._submodules_key = None
 
 
 def forward_mode(model, inputs) -> str:
@@ -114,7 +130,12 @@ def forward_mode(model, inputs) -> str:
 
     ``model.lego_forward`` asks for one; the plan falls back to the user's
     own forward (with one warning each) when it cannot compute what eager
-    would: gradients wanted (LEGO's kernels record no autograd history), or
+    would: the model or any submodule in train mode (the plan is the
+    eval-mode forward captured by torch.export: dropout, functional
+    ``F.dropout(training=self.training)``, an LSTM's inter-layer dropout,
+    batch statistics and any branch on ``self.training`` are gone from it, so
+    train mode always runs the user's forward, exactly as eager does),
+    gradients wanted (LEGO's kernels record no autograd history), or
     parameters no longer of the dtype the plan was made for.  Raises
     ValueError for another ``lego_forward`` value."""
     requested = model.lego_forward
@@ -122,6 +143,11 @@ def forward_mode(model, inputs) -> str:
         return "original"
     if requested != "plan":
         raise ValueError(f"ModelNew.lego_forward must be 'plan' or 'original', got {requested!r}")
+    if model._lego_bound.training(model):
+        warnings.warn("LEGO: the model is in train mode and LEGO's plan is the eval-mode forward (no dropout, BatchNorm "
+                      "running statistics, eval branches of self.training): running the original forward (call .eval() "
+                      "on the whole model to run the optimized plan)", stacklevel=3)
+        return "original"
     if torch.is_grad_enabled() and (
         any(isinstance(x, torch.Tensor) and x.requires_grad for x in inputs) or any(p.requires_grad for p in model.parameters())
     ):
@@ -167,8 +193,8 @@ class GraphReplayer(_Cache):
 
     ``__call__(model, inputs)`` returns the forward's output (cloned out of
     the graph's memory), or ``None`` when this call cannot use the graph (CPU
-    inputs, gradients wanted, another capture in progress, or capture failed
-    once: ``failure`` then says why); the caller then runs the forward
+    inputs, train mode anywhere in the model, gradients wanted, another
+    capture in progress, or capture failed once: ``failure`` then says why); the caller then runs the forward
     directly.  The graph is captured again when the inputs' shapes, strides,
     dtypes or device change or :data:`GENERATION` moves (a tensor the graph
     reads may have been replaced).  Holds no reference to the model.
@@ -190,6 +216,8 @@ class GraphReplayer(_Cache):
             return None
         if torch.cuda.is_current_stream_capturing():
             return None  # the caller captures its own graph around this model
+        if model._lego_bound.training(model):
+            return None  # a replay repeats one dropout mask and updates no statistics: train mode runs directly
         if torch.is_grad_enabled() and (any(x.requires_grad for x in tensors) or any(p.requires_grad for p in model.parameters())):
             return None  # a replayed graph records no autograd history
         key = (GENERATION[0], model.lego_forward) + tuple(
