@@ -19,6 +19,10 @@ Rules (docs/DESIGN "Correctness and timing rules"), in the order
    value; elementwise ``|a - e| <= atol * scale + rtol * |e|`` (``scale``:
    the reference's RMS, at least 1) and norm-relative
    ``||a - e|| / ||e|| <= norm_rel`` with dtype-aware :func:`tolerances`;
+   Edge-case sets (``edge_sets``, built by ``lego_core.edge_inputs``: NaN,
+   +-inf, large values, constant and zero rows) follow the seeded ones, and
+   a 16-bit output must be no further from a float64 run of the reference
+   than eager's own output, by :data:`PRECISION_FACTOR`;
 5. a static check (:func:`calls_back_into_reference`) that the source
    launches a ``@triton.jit`` kernel instead of calling PyTorch's own op.
 
@@ -440,6 +444,7 @@ def verify(
     seeds: Sequence[int],
     *,
     check_allocating_call: bool = True,
+    edge_sets: Sequence[tuple[str, Sequence[Tensor]]] = (),
 ) -> VerifyReport:
     """Check candidate ``run`` against ``ref`` on every input set.
 
@@ -452,7 +457,12 @@ def verify(
     runs on fresh clones with poisoned preallocated outputs (twice, with two
     fills, when an output is integer or bool) and must return exactly those
     buffers.  With ``check_allocating_call`` the candidate is also called
-    once with ``out=None`` on the first set.  Stops at the first failure.
+    once with ``out=None`` on the first set.  ``edge_sets``: further
+    ``(label, inputs)`` sets checked the same way after the seeded ones
+    (``lego_core.edge_inputs``: NaN, +-inf, large values, constant and zero
+    rows), where NaN/inf must sit where the reference has them.  A 16-bit
+    float output is also judged against a float64 reference
+    (:func:`precision_mismatch`).  Stops at the first failure.
 
     Raises ``RuntimeError`` if the reference raises or returns something that
     is not a list of tensors; never raises for a bad candidate.
@@ -463,15 +473,21 @@ def verify(
         raise ValueError(f"got {len(seeds)} seeds for {len(input_sets)} input sets; record one seed per set")
     seeds = [int(s) for s in seeds]
     worst_abs, worst_norm, runs = 0.0, 0.0, 0
-    for set_index in range(len(input_sets)):
+    n_seeded = len(input_sets)
+    for set_index in range(n_seeded + len(edge_sets)):
         # one input set alive at a time: ``input_sets`` may build each set on
         # demand (lego_core.search.inputs.InputSets), and the sets of a large
         # sub-problem need not fit in device memory together
-        inputs = input_sets[set_index]
-        label = f"input set {set_index} (seed {seeds[set_index]})"
+        if set_index < n_seeded:
+            inputs = input_sets[set_index]
+            label = f"input set {set_index} (seed {seeds[set_index]})"
+        else:
+            what, inputs = edge_sets[set_index - n_seeded]
+            label = f"edge input set {set_index - n_seeded} ({what})"
         expected = _run_reference(ref, inputs, label)
+        precise = _precise_reference(ref, inputs, expected)
         for out_variant in _variants(expected, check_allocating_call and set_index == 0):
-            result = _check_one_call(run, inputs, expected, out_variant, dtype)
+            result = _check_one_call(run, inputs, expected, out_variant, dtype, precise, inf_for_nan=set_index >= n_seeded)
             runs += 1
             worst_abs = max(worst_abs, result.max_abs_error)
             worst_norm = max(worst_norm, result.norm_rel_error)
@@ -480,7 +496,7 @@ def verify(
                 return VerifyReport(False, worst_abs, worst_norm, f"{label}, {how}: {result.reason}", seeds, runs)
         del inputs, expected
     summary = (
-        f"{len(input_sets)} input sets, {runs} candidate calls matched the reference "
+        f"{len(input_sets)} input sets" + (f" and {len(edge_sets)} edge sets" if edge_sets else "") + f", {runs} candidate calls matched the reference "
         f"(max abs error {worst_abs:.3g}, norm-relative {worst_norm:.3g})"
     )
     return VerifyReport(True, worst_abs, worst_norm, summary, seeds, runs)
@@ -513,8 +529,13 @@ def _run_reference(ref: Reference, inputs: Sequence[Tensor], label: str) -> list
     return [t.detach() for t in outputs]
 
 
-def _check_one_call(run: Candidate, inputs: Sequence[Tensor], expected: list[Tensor], variant: int | None, dtype) -> Comparison:
-    """Call the candidate once (poisoned ``out`` or ``out=None``) and compare."""
+def _check_one_call(run: Candidate, inputs: Sequence[Tensor], expected: list[Tensor], variant: int | None, dtype, precise: list | None = None, inf_for_nan: bool = False) -> Comparison:
+    """Call the candidate once (poisoned ``out`` or ``out=None``) and compare
+    (and, for 16-bit outputs with a ``precise`` reference, :func:`precision_mismatch`).
+    ``inf_for_nan`` (edge sets): an infinity where the reference is NaN is
+    accepted; eager itself does not agree with itself there (CPU GELU of +inf
+    is inf on its scalar path and NaN on its vectorized one), while a finite
+    value where the reference is NaN still fails."""
     out = None if variant is None else poisoned_outputs(expected, variant)
     try:
         with torch.no_grad():
@@ -529,7 +550,79 @@ def _check_one_call(run: Candidate, inputs: Sequence[Tensor], expected: list[Ten
         if not_written_in_place:
             return Comparison(False, math.inf, math.inf, not_written_in_place)
         returned = out
-    return compare(returned, expected, dtype)
+    if inf_for_nan:
+        expected = [_inf_for_nan(a, e) for a, e in zip(returned, expected)]
+    result = compare(returned, expected, dtype)
+    if result.passed and precise:
+        for k, (a, e, hi) in enumerate(zip(returned, expected, precise)):
+            reason = precision_mismatch(f"output {k}", a, e, hi)
+            if reason:
+                return Comparison(False, result.max_abs_error, result.norm_rel_error, reason)
+    return result
+
+
+def _inf_for_nan(actual: object, expected: Tensor) -> Tensor:
+    """``expected`` with the candidate's infinity where it has NaN (see ``_check_one_call``)."""
+    if not (isinstance(actual, Tensor) and expected.is_floating_point() and actual.shape == expected.shape and actual.dtype == expected.dtype):
+        return expected
+    swap = torch.isnan(expected) & torch.isinf(actual)
+    return torch.where(swap, actual, expected) if bool(swap.any()) else expected
+
+
+# A 16-bit output may be no further from the float64 result than eager's own
+# 16-bit result, times this factor, plus PRECISION_FLOOR of the result's norm
+# (a 16th of a bf16 ulp: room for an eager output that is exact).  Rounding
+# once to nearest (a fused kernel keeping fp32 inside) is at most as far as
+# eager; truncating to bf16 (Triton's interpreter without rounding) is about
+# twice as far, which the factor rejects (issue 10).
+PRECISION_FACTOR = 1.5
+PRECISION_FLOOR = 2.0**-12
+_SIXTEEN_BIT = (torch.bfloat16, torch.float16)
+
+
+def _precise_reference(ref: Reference, inputs: Sequence[Tensor], expected: list[Tensor]) -> list[Tensor | None] | None:
+    """The reference run on float64 copies of the floating inputs, for 16-bit
+    outputs only (None where an output is not 16-bit, or for all when none is,
+    or when the region does not run in float64: then there is no such check)."""
+    if not any(e.dtype in _SIXTEEN_BIT for e in expected):
+        return None
+    wide = [x.double() if isinstance(x, Tensor) and x.is_floating_point() else x for x in inputs]
+    try:
+        with torch.no_grad():
+            outputs = ref(wide)
+    except Exception:  # noqa: BLE001 - a region that needs its dtype (a cast, a dtype kwarg) gets no float64 check
+        return None
+    if isinstance(outputs, Tensor):
+        outputs = [outputs]
+    if not isinstance(outputs, (list, tuple)) or len(outputs) != len(expected):
+        return None
+    return [
+        o.detach().double() if e.dtype in _SIXTEEN_BIT and isinstance(o, Tensor) and o.is_floating_point() and o.shape == e.shape else None
+        for o, e in zip(outputs, expected)
+    ]
+
+
+def precision_mismatch(where: str, actual: Tensor, expected: Tensor, precise: Tensor | None) -> str:
+    """A reason when 16-bit ``actual`` is further from the float64 ``precise``
+    result than eager's ``expected`` by more than :data:`PRECISION_FACTOR`
+    (L2 norms over the elements finite in all three); "" otherwise, and when
+    ``precise`` is None."""
+    if precise is None or not isinstance(actual, Tensor) or actual.shape != precise.shape:
+        return ""
+    a, e, hi = actual.double(), expected.double(), precise.to(actual.device)
+    finite = torch.isfinite(a) & torch.isfinite(e) & torch.isfinite(hi)
+    zero = torch.zeros((), dtype=torch.float64, device=a.device)
+    err_a = float(torch.linalg.vector_norm(torch.where(finite, a - hi, zero)))
+    err_e = float(torch.linalg.vector_norm(torch.where(finite, e - hi, zero)))
+    norm = float(torch.linalg.vector_norm(torch.where(finite, hi, zero)))
+    bound = PRECISION_FACTOR * err_e + PRECISION_FLOOR * norm
+    if err_a > bound:
+        return (
+            f"{where}: {str(actual.dtype).removeprefix('torch.')} result is {err_a / max(err_e, 1e-300):.2f}x as far from a float64 "
+            f"reference as eager's (L2 error {err_a:.3g} vs {err_e:.3g}; allowed {PRECISION_FACTOR}x + {PRECISION_FLOOR:g} of the norm): "
+            "round to nearest even when converting to 16 bits"
+        )
+    return ""
 
 
 def _returned_other_buffers(returned: object, out: list[Tensor]) -> str:

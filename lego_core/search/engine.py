@@ -61,7 +61,7 @@ from lego_core.events import (
     VerificationResult,
 )
 from lego_core.search import tuning
-from lego_core.search.inputs import leaf_input_sets, load_module
+from lego_core.search.inputs import leaf_edge_sets, leaf_input_sets, load_module
 from lego_core.search.mutation import FusionProposal, propose_fusions
 from lego_core.search.plan import Plan, best_plan, direct_options
 from lego_core.tree import AndNode, Candidate, FusionTree, OrNode, node_created
@@ -69,6 +69,10 @@ from lego_core.verify import VerifyReport, calls_back_into_reference, verify
 
 IMPROVEMENT = 1e-6  # relative: a plan must be this much cheaper to count as better (summing
 # the same costs in another order differs by ~1e-8 ms, which is no improvement)
+
+
+# False: candidates are verified on the seeded sets only, without the NaN/inf edge sets (an ablation)
+EDGE_SETS = True
 
 
 def _timing_sets(input_sets) -> list:
@@ -436,7 +440,9 @@ class Search:
         except Exception as exc:  # noqa: BLE001 - a kernel file that does not import fails verification
             cand.verified = VerifyReport(False, math.inf, math.inf, f"the kernel file does not import: {type(exc).__name__}: {exc}", list(self.config.verify_seeds))
             return None
-        cand.verified = verify(lambda inputs, out: module.launch(*inputs, out=out), sub.run_reference, input_sets, self.dtype, list(self.config.verify_seeds))
+        seeds = list(self.config.verify_seeds)
+        edge = leaf_edge_sets(sub, input_sets[0], self.parameters, seeds[0]) if EDGE_SETS else []
+        cand.verified = verify(lambda inputs, out: module.launch(*inputs, out=out), sub.run_reference, input_sets, self.dtype, seeds, edge_sets=edge)
         return module
 
     def _tune(self, node: OrNode, cand: Candidate, input_sets) -> str | None:

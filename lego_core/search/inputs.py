@@ -49,6 +49,18 @@ def leaf_input_sets(leaf: OrNode, activations, parameters: set[str], seeds: tupl
     return [_input_set(leaf, env, parameters, seeds, k) for k, env in enumerate(activations)]
 
 
+def leaf_edge_sets(sub, base: list, parameters: set[str], seed: int) -> list[tuple[str, list]]:
+    """Edge-case sets (``lego_core.edge_inputs``: NaN, +-inf, large values,
+    constant and zero rows) derived from ``base``, one input set of the
+    sub-problem ``sub`` (the first seeded set), editing its activations, not the parameters it
+    reads; ``seed`` (record it: the first verification seed) picks the
+    positions.  At most two sets."""
+    from lego_core.edge_inputs import edge_input_sets
+
+    editable = [node.name not in parameters for node in sub.inputs]
+    return edge_input_sets(base, editable, seed)
+
+
 def _input_set(leaf: OrNode, env, parameters: set[str], seeds: tuple, k: int) -> list:
     inputs = []
     for j, node in enumerate(leaf.sub.inputs):

@@ -42,6 +42,7 @@ from lego_core.capture import ValueInfo, dense_order, op_name
 from lego_core.fusion import policy
 from lego_core.fusion.groups import Role, broadcasts_to
 from lego_core.subproblem import SubProblem
+from lego_core.agents.template.rounding import round_store, with_helper
 from lego_core.agents.template.expressions import (
     POINTWISE,
     ROW_IDENTITY,
@@ -82,9 +83,15 @@ def kernel_name(sp: SubProblem) -> str:
 def generate(sp: SubProblem) -> str:
     """Triton source (one importable file with ``launch``) for a fusable leaf.
 
-    Raises Unsupported when the group is not fusable, an output or input is
-    not a single tensor, or an op uses an option the templates lack.
+    bf16 outputs are rounded to nearest even before their store under the
+    interpreter (``rounding``).  Raises Unsupported when the group is not
+    fusable, an output or input is not a single tensor, or an op uses an
+    option the templates lack.
     """
+    return with_helper(_generate(sp))
+
+
+def _generate(sp: SubProblem) -> str:
     group = sp.group
     if group is not None and group.kind == "gemm_epilogue" and group.fusable:
         from lego_core.agents.template import gemm_codegen  # it imports this module's helpers
@@ -321,7 +328,8 @@ def _body(sp: SubProblem, operands: list[_Operand], results: list[_Operand], is_
     lines.append("# store")
     for r in results:
         mask = ", mask=mask" if r.role.kind == "vec" or not is_row else ""  # a per-row scalar needs none
-        lines.append(f"tl.store({address(r)}, {env[r.node.name]}{mask})")
+        value = round_store(env[r.node.name], f"{r.name}_ptr", r.spec.dtype)
+        lines.append(f"tl.store({address(r)}, {value}{mask})")
     return lines
 
 

@@ -13,7 +13,7 @@ input is the BatchNorm output: the folded conv's output).
 """
 from __future__ import annotations
 
-from lego_core.agents.template.codegen import _TEMPLATES, generate as generate_pointwise, kernel_name
+from lego_core.agents.template.codegen import _TEMPLATES, _generate as generate_pointwise, kernel_name  # the tail without the rounding helper: the file gets one
 from lego_core.agents.template.expressions import Unsupported, literal
 from lego_core.capture import op_name
 from lego_core.fusion.conv_bn import conv_bn_group

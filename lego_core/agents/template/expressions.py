@@ -74,14 +74,30 @@ def _pow(node: fx.Node, a: list[str]) -> str:
     return table[e]
 
 
+# PyTorch's maximum/minimum/relu/clamp propagate NaN; Triton's tl.maximum and
+# tl.minimum drop it by default when compiled (maxnumf) while the interpreter
+# keeps it (np.maximum), so a test on the CPU would not see the difference.
+_NAN = "propagate_nan=tl.PropagateNan.ALL"
+
+
+def nan_maximum(a: str, b: str) -> str:
+    """Elementwise max that is NaN where either operand is (torch.maximum)."""
+    return f"tl.maximum({a}, {b}, {_NAN})"
+
+
+def nan_minimum(a: str, b: str) -> str:
+    """Elementwise min that is NaN where either operand is (torch.minimum)."""
+    return f"tl.minimum({a}, {b}, {_NAN})"
+
+
 def _clamp(node: fx.Node, a: list[str]) -> str:
     x = a[0]
     lo = node.args[1] if len(node.args) > 1 else node.kwargs.get("min")
     hi = node.args[2] if len(node.args) > 2 else node.kwargs.get("max")
     if lo is not None:
-        x = f"tl.maximum({x}, {literal(lo)})"
+        x = nan_maximum(x, literal(lo))
     if hi is not None:
-        x = f"tl.minimum({x}, {literal(hi)})"
+        x = nan_minimum(x, literal(hi))
     return x
 
 
@@ -114,7 +130,7 @@ POINTWISE: dict[str, Handler] = {
     "aten.abs.default": lambda n, a: f"tl.abs({a[0]})",
     "aten.sigmoid.default": lambda n, a: f"tl.sigmoid({a[0]})",
     "aten.tanh.default": lambda n, a: _tanh(a[0]),
-    "aten.relu.default": lambda n, a: f"tl.maximum({a[0]}, 0.0)",
+    "aten.relu.default": lambda n, a: nan_maximum(a[0], "0.0"),
     "aten.erf.default": lambda n, a: f"tl.math.erf({a[0]})",
     "aten.sin.default": lambda n, a: f"tl.sin({a[0]})",
     "aten.cos.default": lambda n, a: f"tl.cos({a[0]})",
@@ -122,10 +138,10 @@ POINTWISE: dict[str, Handler] = {
     "aten.pow.Tensor_Scalar": _pow,
     "aten.gelu.default": _gelu,
     "aten.clamp.default": _clamp,
-    "aten.clamp_min.default": lambda n, a: f"tl.maximum({a[0]}, {a[1]})",
-    "aten.clamp_max.default": lambda n, a: f"tl.minimum({a[0]}, {a[1]})",
-    "aten.minimum.default": lambda n, a: f"tl.minimum({a[0]}, {a[1]})",
-    "aten.maximum.default": lambda n, a: f"tl.maximum({a[0]}, {a[1]})",
+    "aten.clamp_min.default": lambda n, a: nan_maximum(a[0], a[1]),
+    "aten.clamp_max.default": lambda n, a: nan_minimum(a[0], a[1]),
+    "aten.minimum.default": lambda n, a: nan_minimum(a[0], a[1]),
+    "aten.maximum.default": lambda n, a: nan_maximum(a[0], a[1]),
     "aten.where.self": lambda n, a: f"tl.where({a[0]}, {a[1]}, {a[2]})",
     "aten.eq.Scalar": lambda n, a: f"({a[0]} == {a[1]})",
     "aten.ne.Scalar": lambda n, a: f"({a[0]} != {a[1]})",
@@ -183,6 +199,26 @@ def masked(x: str, neutral: str) -> str:
     return f"tl.where(mask, {x}, {neutral})"
 
 
+def nan_of_row(x: str) -> str:
+    """A per-row scalar that is NaN when the row (a masked [BLOCK_N] vector)
+    holds a NaN and 0.0 otherwise: the sum of its NaN lanes."""
+    return f"tl.sum(tl.where(mask & ({x} != {x}), {x}, 0.0), axis=0)"
+
+
+def row_max(x: str) -> str:
+    """Row maximum that is NaN when the row holds a NaN, as torch.amax.
+
+    ``tl.max`` has no ``propagate_nan`` (triton 3.6) and skips NaN both
+    compiled (maxnumf) and in the interpreter (np.nanmax); adding
+    :func:`nan_of_row` (0.0 or NaN) restores it.  An all-masked row stays -inf."""
+    return f"(tl.max({masked(x, NEG_INF)}, axis=0) + {nan_of_row(x)})"
+
+
+def row_min(x: str) -> str:
+    """Row minimum that is NaN when the row holds a NaN, as torch.amin."""
+    return f"(tl.min({masked(x, POS_INF)}, axis=0) + {nan_of_row(x)})"
+
+
 def row_reduction_lines(node: fx.Node, a: list[str], var: str) -> list[str]:
     """Statements computing a row reduction of ``a[0]`` (a [BLOCK_N] vector)
     into ``var`` (or ``var_0``, ``var_1``, ``var_2`` for layer_norm)."""
@@ -192,12 +228,12 @@ def row_reduction_lines(node: fx.Node, a: list[str], var: str) -> list[str]:
     if name == "aten.mean.dim":
         return [f"{var} = tl.sum({masked(x, '0.0')}, axis=0) / n_cols"]
     if name == "aten.amax.default":
-        return [f"{var} = tl.max({masked(x, NEG_INF)}, axis=0)"]
+        return [f"{var} = {row_max(x)}"]
     if name == "aten.amin.default":
-        return [f"{var} = tl.min({masked(x, POS_INF)}, axis=0)"]
+        return [f"{var} = {row_min(x)}"]
     if name in ("aten._softmax.default", "aten._log_softmax.default"):
         lines = [
-            f"{var}_max = tl.max({masked(x, NEG_INF)}, axis=0)",
+            f"{var}_max = {row_max(x)}",  # NaN in the row: the whole row NaN, as eager
             f"{var}_exp = {masked(f'tl.exp({x} - {var}_max)', '0.0')}",
             f"{var}_sum = tl.sum({var}_exp, axis=0)",
         ]

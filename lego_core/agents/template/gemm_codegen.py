@@ -39,6 +39,7 @@ import torch.fx as fx
 
 from lego_core.agents.template.codegen import _TEMPLATES, _args, _is_contiguous, kernel_name, triton_next_pow2
 from lego_core.agents.template.expressions import POINTWISE, Unsupported
+from lego_core.agents.template.rounding import round_store
 from lego_core.capture import ValueInfo, op_name, value_info
 from lego_core.fusion.gemm import VIEW_OPS, gemm_epilogue_group, gemm_operands, value_forms
 from lego_core.subproblem import SubProblem
@@ -324,8 +325,9 @@ def _epilogue_lines(sp: SubProblem, reads: dict[tuple, _Access], writes: list[_A
         lines.append(f"v_{node.name} = {POINTWISE[name](node, _args(node, env))}  # {name}")
         env[node.name] = f"v_{node.name}"
     lines.append("# store every output (tl.store casts to its dtype)")
-    for access, node in zip(writes, sp.outputs):
-        lines.append(f"tl.store({access.address()}, {env[node.name]}, mask=mask)")
+    for access, node, spec in zip(writes, sp.outputs, sp.output_specs):
+        value = round_store(env[node.name], f"{access.name}_ptr", spec.dtype)
+        lines.append(f"tl.store({access.address()}, {value}, mask=mask)")
     return lines
 
 

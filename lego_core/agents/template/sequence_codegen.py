@@ -34,6 +34,7 @@ import types
 
 from lego_core.agents.template.codegen import _TEMPLATES, _emit_nodes, _load, kernel_name, triton_next_pow2
 from lego_core.agents.template.expressions import Unsupported
+from lego_core.agents.template.rounding import round_store
 from lego_core.capture import op_name
 from lego_core.fusion.sequence import depthwise_conv1d_spec, scan_spec
 from lego_core.subproblem import SubProblem
@@ -120,7 +121,8 @@ class _Kernel:
             self.stride_args(f"out{k}", f"out[{k}]", len(self.shape), False)
             if node.name not in env:
                 raise Unsupported(f"output {node.name} is not computed in the kernel")
-            lines.append(f"tl.store({_address(f'out{k}', ix)}, {env[node.name]}, mask=mask)")
+            value = round_store(env[node.name], f"out{k}_ptr", self.sp.output_specs[k].dtype)
+            lines.append(f"tl.store({_address(f'out{k}', ix)}, {value}, mask=mask)")
         return lines
 
     def render(self, template: str, how: str, body: list[str], grid: str, block: tuple, time_dim: int, shape_text: str) -> str:
