@@ -42,6 +42,7 @@ import torch
 from lego_core.agents.template.codegen import _TEMPLATES, kernel_name, triton_next_pow2
 from lego_core.agents.template.expressions import Unsupported
 from lego_core.subproblem import SubProblem
+from lego_core.agents.template.rounding import complete_file
 
 MAX_HEAD_DIM = 256
 
@@ -144,6 +145,7 @@ def _float(x: float) -> str:
     return f'float("{x}")' if math.isinf(x) or math.isnan(x) else repr(float(x))
 
 
+@complete_file
 def generate(sp: SubProblem) -> str:
     """Triton source (one importable file with ``launch``) for an ``attention`` leaf.
 

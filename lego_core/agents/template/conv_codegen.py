@@ -19,8 +19,10 @@ from lego_core.capture import op_name
 from lego_core.fusion.conv_bn import conv_bn_group
 from lego_core.fusion.groups import partition
 from lego_core.subproblem import SubProblem, make_subproblem
+from lego_core.agents.template.rounding import complete_file
 
 
+@complete_file
 def generate(sp: SubProblem) -> str:
     """Source of the kernel file of a ``conv_bn`` sub-problem (``launch(*sp.inputs)``)."""
     group, reason = conv_bn_group(list(sp.nodes))

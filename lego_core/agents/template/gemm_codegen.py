@@ -43,6 +43,7 @@ from lego_core.agents.template.rounding import round_store
 from lego_core.capture import ValueInfo, op_name, value_info
 from lego_core.fusion.gemm import VIEW_OPS, gemm_epilogue_group, gemm_operands, value_forms
 from lego_core.subproblem import SubProblem
+from lego_core.agents.template.rounding import complete_file
 
 GROUP_M = 8
 
@@ -203,6 +204,7 @@ def _load(access: _Access, var: str) -> str:
 # --------------------------------------------------------------------------
 
 
+@complete_file
 def generate(sp: SubProblem) -> str:
     """Triton source (one importable file with ``launch``) for a ``gemm_epilogue`` leaf.
 

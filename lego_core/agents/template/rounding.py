@@ -51,6 +51,19 @@ def round_store(value: str, pointer: str, dtype: object) -> str:
     return value
 
 
+def complete_file(generate):
+    """Decorator for a code generator's ``generate(sp) -> source``: the file
+    it returns defines ``_round_bf16`` whenever it calls it, whichever
+    generator is called (the dispatcher in ``codegen`` or one directly)."""
+    import functools
+
+    @functools.wraps(generate)
+    def wrapped(*args, **kwargs):
+        return with_helper(generate(*args, **kwargs))
+
+    return wrapped
+
+
 def with_helper(source: str) -> str:
     """``source`` with :data:`HELPER` after its ``import triton.language as tl``
     line when it calls ``_round_bf16`` and does not define it yet.

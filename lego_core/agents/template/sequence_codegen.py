@@ -38,6 +38,7 @@ from lego_core.agents.template.rounding import round_store
 from lego_core.capture import op_name
 from lego_core.fusion.sequence import depthwise_conv1d_spec, scan_spec
 from lego_core.subproblem import SubProblem
+from lego_core.agents.template.rounding import complete_file
 
 TILE_ELEMENTS = 2048  # elements per [BLOCK_T, BLOCK_R] tile
 MIN_PROGRAMS = 264  # scan: at least about two programs per SM of an H100/H200 (132 SMs) where the columns allow
@@ -154,6 +155,7 @@ class _Kernel:
         )
 
 
+@complete_file
 def generate(sp: SubProblem) -> str:
     """Source of the kernel file of a ``depthwise_conv1d`` or ``scan`` sub-problem."""
     kind = getattr(sp.group, "kind", None)
