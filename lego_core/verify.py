@@ -489,15 +489,16 @@ def verify(
         for out_variant in _variants(expected, check_allocating_call and set_index == 0):
             result = _check_one_call(run, inputs, expected, out_variant, dtype, precise, inf_for_nan=set_index >= n_seeded)
             runs += 1
-            worst_abs = max(worst_abs, result.max_abs_error)
-            worst_norm = max(worst_norm, result.norm_rel_error)
+            if set_index < n_seeded:  # the reported error is the seeded sets'; edge sets (huge values) pass or fail
+                worst_abs = max(worst_abs, result.max_abs_error)
+                worst_norm = max(worst_norm, result.norm_rel_error)
             if not result.passed:
                 how = "allocating call (out=None)" if out_variant is None else f"poison variant {out_variant}"
                 return VerifyReport(False, worst_abs, worst_norm, f"{label}, {how}: {result.reason}", seeds, runs)
         del inputs, expected
     summary = (
         f"{len(input_sets)} input sets" + (f" and {len(edge_sets)} edge sets" if edge_sets else "") + f", {runs} candidate calls matched the reference "
-        f"(max abs error {worst_abs:.3g}, norm-relative {worst_norm:.3g})"
+        f"(max abs error {worst_abs:.3g}, norm-relative {worst_norm:.3g} on the seeded sets)"
     )
     return VerifyReport(True, worst_abs, worst_norm, summary, seeds, runs)
 
