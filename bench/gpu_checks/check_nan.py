@@ -14,7 +14,6 @@ Usage: python bench/gpu_checks/check_nan.py
 """
 from __future__ import annotations
 
-import importlib.util
 import sys
 import tempfile
 import textwrap
@@ -29,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from lego_core import ProblemSpec, optimize  # noqa: E402
 from lego_core.config import OptimizeConfig  # noqa: E402
 from lego_core.timing import time_gpu  # noqa: E402
+from lego_core.search import load_module  # noqa: E402
 
 NAN, INF = float("nan"), float("inf")
 # (name, init, forward, input shape, dtype)
@@ -74,11 +74,7 @@ def model_file(folder: Path, init: str, forward: str, shape: str) -> Path:
 
 
 def load(folder: Path):
-    spec = importlib.util.spec_from_file_location(f"opt_{uuid.uuid4().hex[:8]}", folder / "optimized_model.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_module(folder / "optimized_model.py", f"opt_{uuid.uuid4().hex[:8]}")
 
 
 def plant(x: torch.Tensor, seed: int) -> torch.Tensor:

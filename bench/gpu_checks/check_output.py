@@ -19,13 +19,12 @@ The table is printed last; exit status 1 if any check failed.
 """
 from __future__ import annotations
 
+import uuid
 import argparse
-import importlib.util
 import json
 import sys
 import tempfile
 import textwrap
-import uuid
 from pathlib import Path
 
 import torch
@@ -34,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from lego_core import OptimizeConfig, OptimizeError, ProblemSpec, optimize  # noqa: E402
 from lego_core.timing import time_gpu  # noqa: E402
+from lego_core.search import load_module  # noqa: E402
 
 MODEL = textwrap.dedent("""\
     import torch
@@ -73,11 +73,7 @@ MISMATCH = MODEL.replace(
 
 
 def import_file(path: Path):
-    spec = importlib.util.spec_from_file_location(f"check_output_{uuid.uuid4().hex[:8]}", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_module(path, f"check_output_{uuid.uuid4().hex[:8]}")
 
 
 def norm_rel(a: torch.Tensor, ref: torch.Tensor) -> float:

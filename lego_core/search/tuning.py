@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-import importlib.util
 import math
 import re
 import tempfile
@@ -32,6 +31,7 @@ from types import ModuleType
 from typing import Callable, Sequence
 
 import torch
+from lego_core.search.inputs import load_module
 
 MAX_CONFIGS = 8
 WARMUP_MS = 5.0
@@ -115,10 +115,7 @@ def _load_temporary(source: str) -> ModuleType:
     folder = Path(tempfile.mkdtemp(prefix="lego-tune-"))
     path = folder / "kernel_tuning.py"
     path.write_text(source)
-    spec = importlib.util.spec_from_file_location(f"lego_tuning_{folder.name.replace('-', '_')}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_module(path, f"lego_tuning_{folder.name.replace('-', '_')}")
 
 
 def same_result(got: Sequence, want: Sequence) -> str:

@@ -3,18 +3,18 @@ model file, optimize it at CPU sizes (Triton interpreter) through the API
 or the command line, and load the ``ModelNew`` it produced next to eager."""
 from __future__ import annotations
 
-import importlib.util
+import uuid
 import os
 import subprocess
 import sys
 import textwrap
-import uuid
 from pathlib import Path
 
 import torch
 
 from lego_core import ProblemSpec, optimize
 from lego_core.config import OptimizeConfig
+from lego_core.search import load_module  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -43,11 +43,7 @@ def optimize_cli(model_file: Path, out: Path, *args: str, timeout: float = 240) 
 
 def load_optimized(out: Path):
     """Import ``out/optimized_model.py`` under a fresh module name."""
-    spec = importlib.util.spec_from_file_location(f"faithful_{uuid.uuid4().hex[:8]}", Path(out) / "optimized_model.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_module(Path(out) / "optimized_model.py", f"faithful_{uuid.uuid4().hex[:8]}")
 
 
 def fresh_pair(module, seed: int = 0):

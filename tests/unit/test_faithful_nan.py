@@ -9,7 +9,6 @@ interpreter, biased toward zero.
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -27,6 +26,7 @@ from lego_core import ProblemSpec, optimize
 from lego_core.config import OptimizeConfig
 from lego_core.edge_inputs import edge_input_sets
 from lego_core.verify import precision_mismatch, verify
+from lego_core.search import load_module  # noqa: E402
 
 pytestmark = pytest.mark.faithful
 REPO = Path(__file__).resolve().parents[2]
@@ -62,11 +62,7 @@ def model_file(folder: Path, forward: str, shape: str, init: str = "pass") -> Pa
 
 
 def load(folder: Path):
-    spec = importlib.util.spec_from_file_location(f"opt_{uuid.uuid4().hex[:8]}", folder / "optimized_model.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_module(folder / "optimized_model.py", f"opt_{uuid.uuid4().hex[:8]}")
 
 
 def pair(out: Path, dtype=torch.float32):

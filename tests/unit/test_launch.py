@@ -4,8 +4,6 @@ the choice between them (lego_core.launch, templates/lego_runtime.py).
 One real optimize of mlp_residual at tiny sizes (CPU, Triton interpreter);
 the CUDA-graph replay itself runs only on a GPU (``gpu`` marker).
 """
-import importlib.util
-import sys
 import uuid
 from pathlib import Path
 
@@ -16,6 +14,7 @@ from lego_core import ProblemSpec, optimize
 from lego_core.compose import set_launch
 from lego_core.config import OptimizeConfig
 from lego_core.launch import MIN_GAIN, _pick
+from lego_core.search import load_module  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 MLP = next((p for p in (REPO.parent / "shared" / "models" / "mlp_residual.py", REPO / "shared" / "models" / "mlp_residual.py") if p.is_file()), REPO.parent / "shared" / "models" / "mlp_residual.py")
@@ -23,11 +22,7 @@ TINY = {"batch_size": 8, "d_model": 48, "d_hidden": 96}
 
 
 def load(folder: Path):
-    spec = importlib.util.spec_from_file_location(f"opt_{uuid.uuid4().hex[:8]}", folder / "optimized_model.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_module(folder / "optimized_model.py", f"opt_{uuid.uuid4().hex[:8]}")
 
 
 @pytest.fixture(scope="module")
