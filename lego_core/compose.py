@@ -36,15 +36,17 @@ RUNTIME = Path(__file__).parent / "templates" / "lego_runtime.py"
 OVERRIDES_SOURCE = Path(__file__).parent / "overrides.py"  # shipped as lego_overrides.py: stdlib only
 # How ModelNew's forward runs until a measurement chooses (``lego_core.launch``):
 # the plan, launched directly (the only choice on a CPU).
-DEFAULT_LAUNCH = {"forward": "plan", "cuda_graph": False}
+DEFAULT_LAUNCH = {"forward": "plan", "cuda_graph": False, "channels_last": False}
 _LAUNCH_MARK = "LAUNCH = "
 
 
 def launch_line(launch: dict) -> str:
     """The ``LAUNCH = {...}`` line of ``optimized_model.py``: ``forward`` is
     ``"plan"`` (LEGO's kernels and library calls) or ``"original"`` (the
-    user's own forward), ``cuda_graph`` whether it is replayed as a CUDA graph."""
-    value = {"forward": launch["forward"], "cuda_graph": bool(launch["cuda_graph"])}
+    user's own forward), ``cuda_graph`` whether it is replayed as a CUDA graph,
+    ``channels_last`` whether the original forward runs in NHWC memory order
+    (``lego_runtime.channels_last_forward``)."""
+    value = {"forward": launch["forward"], "cuda_graph": bool(launch["cuda_graph"]), "channels_last": bool(launch.get("channels_last", False))}
     return f"\n# how the forward runs, chosen by measurement (report.json, \"launch\")\n{_LAUNCH_MARK}{value!r}\n"
 
 
@@ -202,6 +204,8 @@ def model_source(graph: Graph, items: list[OrNode], problem, run_id: str, kernel
         name = Path(path).stem
         parts.append(f'{name} = _load("lego_kernel_{run_id}_{name}", "{path}")\n')
     parts.append(f"\n# what the plan was made for: (\"tensor\", shape, dtype, strides) or (\"value\", the Python value)\nINPUTS = {inputs_decl!r}\n")
+    eager_strides = (layout or {}).get("output_strides")
+    parts.append(f"# the strides of eager's output when the model was optimized (None: not one tensor)\nEAGER_OUTPUT_STRIDES = {tuple(eager_strides) if eager_strides is not None else None!r}\n")
     parts.append(launch_line(launch or DEFAULT_LAUNCH))
     parts.append(CHECKS)
     body, functions = _forward_body(graph, items)
@@ -285,12 +289,14 @@ def _model_class(graph: Graph, user_inputs: list[fx.Node], is_tensor: list[bool]
         "\n\nclass ModelNew(Model):",
         '    """The original Model with its forward replaced by the optimized plan (eval mode).',
         "",
-        "    ``lego_forward`` (``\"plan\"`` or ``\"original\"``) and ``lego_cuda_graph`` say how",
+        "    ``lego_forward`` (``\"plan\"`` or ``\"original\"``), ``lego_cuda_graph`` and",
+        "    ``lego_channels_last`` (the original forward in NHWC memory order) say how",
         "    the forward runs; their defaults are ``LAUNCH``, chosen by measurement",
         '    when the model was optimized (report.json, \"launch\")."""',
         "",
         '    lego_forward = LAUNCH["forward"]',
         '    lego_cuda_graph = LAUNCH["cuda_graph"]',
+        '    lego_channels_last = LAUNCH.get("channels_last", False)',
         f"    _lego_bound_dtypes = {tuple(str(value_info(n).dtype) if value_info(n) is not None else '' for n in bound)!r}  # what the plan was made for",
         "",
         "    def __init__(self, *args, **kwargs):",
@@ -302,6 +308,7 @@ def _model_class(graph: Graph, user_inputs: list[fx.Node], is_tensor: list[bool]
     lines += [
         "        self._lego_bound = lego_runtime.BoundTensors()",
         "        self._lego_graph = lego_runtime.GraphReplayer()",
+        "        self._lego_nhwc = lego_runtime.ChannelsLastWeights()",
         "",
         "    def _apply(self, fn, *args, **kwargs):",
         "        lego_runtime.GENERATION[0] += 1  # .to()/.cuda()/.half() move tensors: bind and capture again",
@@ -312,7 +319,7 @@ def _model_class(graph: Graph, user_inputs: list[fx.Node], is_tensor: list[bool]
         '        if mode == "plan":',
         "            inputs = check_call(self, inputs)  # in the layout the plan was made for",
         '        elif not self.lego_cuda_graph or self.lego_forward == "plan":',
-        "            return super().forward(*inputs)  # the user's own forward, as eager runs it",
+        "            return self._lego_original(*inputs)  # the user's own forward, as eager runs it",
         "        if self.lego_cuda_graph:  # a graph replays what it captured: eval only (lego_runtime.GraphReplayer)",
         "            out = self._lego_graph(self, inputs)",
         "            if out is not None:",
@@ -321,8 +328,13 @@ def _model_class(graph: Graph, user_inputs: list[fx.Node], is_tensor: list[bool]
         "",
         "    def _lego_run(self, *inputs):",
         '        if self.lego_forward == "original":',
-        "            return super().forward(*inputs)",
+        "            return self._lego_original(*inputs)",
         "        return self._lego_plan(*inputs)",
+        "",
+        "    def _lego_original(self, *inputs):",
+        "        if self.lego_channels_last:  # same ops in NHWC memory order (lego_runtime.channels_last_forward)",
+        "            return lego_runtime.channels_last_forward(self, super().forward, inputs, EAGER_OUTPUT_STRIDES)",
+        "        return super().forward(*inputs)",
         "",
         "    def _lego_bind(self, device):",
         '        """The parameters, buffers and constants the plan reads, in placeholder order."""',

@@ -5,14 +5,17 @@ wins: every generated kernel pays Triton's Python launcher (20-50 us) and
 every library segment a Python call, costs that per-kernel GPU times leave
 out.  So the last step prices what a user really calls.  On a GPU it times
 ``ModelNew(*inputs)`` the way a user calls it (``lego_core.timing.time_gpu``:
-CUDA events, L2 flushed, median) in four variants:
+CUDA events, L2 flushed, median) in these variants:
 
-====================  ==========================================================
-``plan``              LEGO's kernels and library calls, launched from Python
-``plan+graph``        the same, replayed as one CUDA graph
-``original``          the user's own forward (exactly eager)
-``original+graph``    the user's own forward replayed as one CUDA graph
-====================  ==========================================================
+* ``plan``: LEGO's kernels and library calls, launched from Python;
+* ``plan+graph``: the same, replayed as one CUDA graph;
+* ``original``: the user's own forward (exactly eager);
+* ``original+graph``: the user's own forward replayed as one CUDA graph;
+* ``original+nhwc`` and ``original+nhwc+graph`` (models with a 2-D
+  convolution and a 4-D input): the user's own forward in channels-last
+  memory order, 4-D inputs and convolution weights in NHWC
+  (``lego_runtime.channels_last_forward``), as torch.compile's layout
+  optimisation runs convolution networks; directly or as one CUDA graph;
 
 and ships the fastest whose output matches (a graph variant must match its
 direct variant).  ``original`` is always a candidate, so the shipped model is
@@ -34,13 +37,33 @@ import torch
 from lego_core.compose import DEFAULT_LAUNCH, set_launch
 from lego_core.verify import compare
 
-VARIANTS = (("plan", False), ("plan", True), ("original", False), ("original", True))
+# (forward, channels_last, cuda_graph); the channels-last ones only for convolution models (``nhwc_applies``)
+VARIANTS = (("plan", False, False), ("plan", False, True), ("original", False, False), ("original", False, True))
+NHWC_VARIANTS = (("original", True, False), ("original", True, True))
 MIN_GAIN = 0.02  # a variant replaces ``original`` only when at least 2% faster
 
 
-def variant_name(forward: str, cuda_graph: bool) -> str:
-    """``plan``, ``plan+graph``, ``original`` or ``original+graph``."""
-    return forward + ("+graph" if cuda_graph else "")
+def variant_name(forward: str, cuda_graph: bool, channels_last: bool = False) -> str:
+    """``plan``, ``plan+graph``, ``original``, ``original+graph``,
+    ``original+nhwc`` or ``original+nhwc+graph``."""
+    return forward + ("+nhwc" if channels_last else "") + ("+graph" if cuda_graph else "")
+
+
+def parse_variant(name: str) -> dict:
+    """The ``forward``, ``cuda_graph`` and ``channels_last`` of a variant name
+    (:func:`variant_name`'s inverse).  Raises ValueError for another name."""
+    forward, *flags = name.split("+")
+    if forward not in ("plan", "original") or set(flags) - {"nhwc", "graph"} or len(set(flags)) != len(flags):
+        raise ValueError(f"not a launch variant: {name!r}")
+    return {"forward": forward, "cuda_graph": "graph" in flags, "channels_last": "nhwc" in flags}
+
+
+def nhwc_applies(problem, example: list) -> bool:
+    """Whether the channels-last variants are worth measuring: the model
+    holds a 2-D convolution and takes a 4-D tensor input."""
+    from lego_core.capture import has_conv2d
+
+    return has_conv2d(problem) and any(isinstance(x, torch.Tensor) and x.dim() == 4 for x in example)
 
 
 def choose_launch(out_dir: Path, problem, config) -> dict:
@@ -66,11 +89,12 @@ def choose_launch(out_dir: Path, problem, config) -> dict:
     input_sets = [problem.make_inputs(seed) for seed in config.verify_seeds]
     times: dict[str, float] = {}
     errors: dict[str, str] = {}
+    variants = VARIANTS + (NHWC_VARIANTS if nhwc_applies(problem, input_sets[0]) else ())
     with torch.no_grad():
         direct = {}
-        for forward, graph in VARIANTS:
-            name = variant_name(forward, graph)
-            new.lego_forward, new.lego_cuda_graph = forward, graph
+        for forward, nhwc, graph in variants:
+            name = variant_name(forward, graph, nhwc)
+            new.lego_forward, new.lego_cuda_graph, new.lego_channels_last = forward, graph, nhwc
             new._lego_graph.invalidate()
             new._lego_graph.failure = None
             try:
@@ -82,12 +106,12 @@ def choose_launch(out_dir: Path, problem, config) -> dict:
                     first = out.clone()
                     new(*input_sets[1])
                     again = new(*input_sets[0])
-                    check = compare([again], [direct[forward]], problem.spec.torch_dtype)
+                    check = compare([again], [direct[variant_name(forward, False, nhwc)]], problem.spec.torch_dtype)
                     if not check.passed or not torch.equal(first, out):
                         errors[name] = f"replayed output differs from the direct forward: {check.reason or 'an earlier output changed'}"
                         continue
                 else:
-                    direct[forward] = out.clone()
+                    direct[name] = out.clone()
                 # as a user calls it and as the bench and sidebyside.py time it: each call from an idle GPU
                 times[name] = time_gpu(lambda xs: new(*xs), input_sets, sync_each=True).median_ms
             except Exception as exc:  # noqa: BLE001 - a failing variant is ruled out, not fatal
@@ -111,7 +135,6 @@ def _pick(times: dict[str, float], errors: dict[str, str]) -> dict:
     best = min(times, key=times.get) if times else "original"
     if eager is not None and times.get(best, eager) > eager * (1.0 - MIN_GAIN):
         best = "original"
-    forward, _, graph = best.partition("+")
     if best == "original":
         plan_best = min((ms for name, ms in times.items() if name.startswith("plan")), default=None)
         reason = (
@@ -121,4 +144,4 @@ def _pick(times: dict[str, float], errors: dict[str, str]) -> dict:
         )
     else:
         reason = f"{best} measured fastest: {times[best]:.4f} ms against eager's {eager:.4f} ms" if eager else f"{best} measured fastest"
-    return {"forward": forward, "cuda_graph": bool(graph), "measured": True, "variants": variants, "chosen": best, "reason": reason}
+    return dict(parse_variant(best), measured=True, variants=variants, chosen=best, reason=reason)

@@ -22,6 +22,12 @@ things make a composed forward cost what its kernels cost:
   stream per captured graph, so two graphs never share cuBLAS's workspace:
   pytorch issue 193402).  A forward that cannot be captured (a host sync, a
   data-dependent shape) falls back to the direct forward with one warning.
+* **The original forward in channels-last** (:func:`channels_last_forward`):
+  when the launch stage measured it faster, the user's own forward runs with
+  4-D inputs and convolution weights in NHWC memory order (cuDNN's fast
+  layout for tensor cores), as torch.compile's layout optimisation does for
+  convolution networks; weights are copied once and again only when they
+  change, and the output comes back in eager's layout.
 """
 from __future__ import annotations
 
@@ -197,7 +203,9 @@ class GraphReplayer(_Cache):
     capture in progress, or capture failed once: ``failure`` then says why); the caller then runs the forward
     directly.  The graph is captured again when the inputs' shapes, strides,
     dtypes or device change or :data:`GENERATION` moves (a tensor the graph
-    reads may have been replaced).  Holds no reference to the model.
+    reads may have been replaced), and, for a channels-last original forward,
+    when a convolution weight changes in place (its NHWC copy is made again:
+    :class:`ChannelsLastWeights`).  Holds no reference to the model.
     """
 
     def __init__(self):
@@ -220,7 +228,8 @@ class GraphReplayer(_Cache):
             return None  # a replay repeats one dropout mask and updates no statistics: train mode runs directly
         if torch.is_grad_enabled() and (any(x.requires_grad for x in tensors) or any(p.requires_grad for p in model.parameters())):
             return None  # a replayed graph records no autograd history
-        key = (GENERATION[0], model.lego_forward) + tuple(
+        nhwc = getattr(model, "lego_channels_last", False) and model.lego_forward == "original"
+        key = (GENERATION[0], model.lego_forward, model._lego_nhwc.signature(model) if nhwc else None) + tuple(
             (tuple(x.shape), x.stride(), x.dtype, x.device) if isinstance(x, torch.Tensor) else x for x in inputs
         )
         state = self._state
@@ -257,3 +266,95 @@ class GraphReplayer(_Cache):
                 static_output = model._lego_run(*static_inputs)
             torch.cuda.synchronize(device)
         return key, graph, static_inputs, static_output
+
+
+def _nhwc_slots(model) -> list:
+    """(module, parameter name) of every 4-D weight of a 2-D (transposed)
+    convolution in ``model``: the tensors a channels-last forward reads in
+    NHWC order."""
+    convs = (torch.nn.Conv2d, torch.nn.ConvTranspose2d)
+    return [(m, "weight") for m in model.modules()
+            if isinstance(m, convs) and isinstance(m._parameters.get("weight"), torch.Tensor) and m._parameters["weight"].dim() == 4]
+
+
+class ChannelsLastWeights(_Cache):
+    """Channels-last (NHWC) copies of a model's 2-D convolution weights,
+    swapped in for the length of one forward (:meth:`applied`).
+
+    The copies are made again when anything they were made from changes:
+    :data:`GENERATION` (a Parameter assigned, ``.to()``), the device, or a
+    weight's ``_version`` (an in-place update: ``load_state_dict``'s copy, an
+    optimizer step, ``weight.mul_()``), so a forward never reads stale
+    weights.  :meth:`signature` is that key, which a captured CUDA graph
+    (reading the copies' memory) is keyed on too.  Holds no reference to the
+    model.  Costs one copy of the convolution weights in memory.
+    """
+
+    def __init__(self):
+        self._key = None
+        self._slots = ()  # (module, name) pairs, listed once per GENERATION
+        self._slots_key = None
+        self._copies = ()
+
+    def _weights(self, model) -> list:
+        if self._slots_key != GENERATION[0]:
+            self._slots = tuple(_nhwc_slots(model))
+            self._slots_key = GENERATION[0]
+        return [m._parameters[name] for m, name in self._slots]
+
+    def signature(self, model) -> tuple:
+        """What the copies depend on: generation, devices, dtypes and in-place versions of the weights."""
+        return (GENERATION[0],) + tuple((w.device, w.dtype, w._version) for w in self._weights(model))
+
+    def applied(self, model):
+        """A context manager: inside it, every convolution of ``model`` reads
+        its weight's channels-last copy (its own Parameter is restored on exit,
+        also on an exception)."""
+        return _Swapped(self, model)
+
+
+class _Swapped:
+    def __init__(self, cache: ChannelsLastWeights, model):
+        self.cache, self.model = cache, model
+
+    def __enter__(self):
+        cache = self.cache
+        key = cache.signature(self.model)
+        if key != cache._key:
+            cache._copies = ()  # free the old copies before making new ones
+            cache._copies = tuple(w.detach().contiguous(memory_format=torch.channels_last) for w in cache._weights(self.model))
+            cache._key = key
+        self.saved = [m._parameters[name] for m, name in cache._slots]
+        for (m, name), copy in zip(cache._slots, cache._copies):
+            m._parameters[name] = copy
+        return self
+
+    def __exit__(self, *exc):
+        for (m, name), original in zip(self.cache._slots, self.saved):
+            m._parameters[name] = original
+        return False
+
+
+def channels_last_forward(model, forward, inputs, output_strides=None):
+    """``forward(*inputs)`` (the user's own forward) run in channels-last
+    memory order: 4-D inputs converted to NHWC and every 2-D convolution
+    reading an NHWC copy of its weight (:class:`ChannelsLastWeights`), so
+    cuDNN runs its NHWC kernels; the output is returned in eager's layout
+    (``output_strides``, recorded when the model was optimized; else a 4-D
+    channels-last output is made contiguous).  The same values as eager up to
+    the convolution algorithm's rounding (the launch stage checks it).
+
+    Runs ``forward`` unchanged (eager exactly) in train mode anywhere in the
+    model or when gradients are wanted: the copies carry no autograd link to
+    the user's Parameters."""
+    if model._lego_bound.training(model) or (torch.is_grad_enabled() and (
+            any(isinstance(x, torch.Tensor) and x.requires_grad for x in inputs) or any(p.requires_grad for p in model.parameters()))):
+        return forward(*inputs)
+    with model._lego_nhwc.applied(model):
+        out = forward(*[to_channels_last(x) for x in inputs])
+    if isinstance(out, torch.Tensor):
+        if output_strides is not None and len(output_strides) == out.dim():
+            return with_strides(out, output_strides)
+        if out.dim() == 4 and not out.is_contiguous():
+            return out.contiguous()
+    return out

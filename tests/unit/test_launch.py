@@ -49,7 +49,7 @@ def test_cpu_run_ships_the_plan_launched_directly_and_says_why(mlp_out):
     assert "no GPU" in launch["reason"]
     assert report["summary"]["launch"] == "plan"
     assert (out / "lego_runtime.py").is_file()
-    assert "LAUNCH = {'forward': 'plan', 'cuda_graph': False}" in (out / "optimized_model.py").read_text()
+    assert "LAUNCH = {'forward': 'plan', 'cuda_graph': False, 'channels_last': False}" in (out / "optimized_model.py").read_text()
 
 
 def test_bound_tensors_follow_new_weights_dtype_and_replaced_parameters(mlp_out):
@@ -111,7 +111,7 @@ def test_set_launch_rewrites_only_the_launch_line(mlp_out, tmp_path):
     set_launch(copy, {"forward": "original", "cuda_graph": True})
     after = (copy / "optimized_model.py").read_text()
     changed = [(a, b) for a, b in zip(before.splitlines(), after.splitlines()) if a != b]
-    assert changed == [("LAUNCH = {'forward': 'plan', 'cuda_graph': False}", "LAUNCH = {'forward': 'original', 'cuda_graph': True}")]
+    assert changed == [("LAUNCH = {'forward': 'plan', 'cuda_graph': False, 'channels_last': False}", "LAUNCH = {'forward': 'original', 'cuda_graph': True, 'channels_last': False}")]
     module = load(copy)
     assert module.ModelNew.lego_forward == "original" and module.ModelNew.lego_cuda_graph is True
     (copy / "optimized_model.py").write_text("x = 1\n")
