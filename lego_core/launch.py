@@ -127,6 +127,30 @@ def choose_launch(out_dir: Path, problem, config) -> dict:
     return launch
 
 
+def rule_out(out_dir: Path, launch: dict, why: str) -> dict:
+    """``launch`` with its chosen variant ruled out (``why``: the end-to-end
+    check it failed) and the next fastest measured one chosen instead
+    (``original``, exactly eager, when nothing else is left); written into
+    ``out_dir/optimized_model.py`` like :func:`choose_launch`'s choice.
+    Raises ValueError when ``original`` itself is the one ruled out (eager
+    cannot disagree with eager: that is a bug, not a variant to skip)."""
+    chosen = launch["chosen"]
+    if chosen == "original":
+        raise ValueError(f"the original forward failed the end-to-end check: {why}")
+    times = {name: v["ms"] for name, v in launch["variants"].items() if "ms" in v and name != chosen}
+    errors = {name: v["error"] for name, v in launch["variants"].items() if "error" in v}
+    errors[chosen] = f"failed the end-to-end check: {why}"[:300]
+    if "original" not in times:  # not measured (it failed to run?): it still ships as the faithful fallback
+        picked = dict(DEFAULT_LAUNCH, forward="original", measured=True, chosen="original",
+                      variants={**{n: {"ms": ms} for n, ms in times.items()}, **{n: {"error": e} for n, e in errors.items()}},
+                      reason=f"{chosen} failed the end-to-end check: ModelNew runs the original forward")
+    else:
+        picked = _pick(times, errors)
+        picked["reason"] = f"{chosen} failed the end-to-end check; " + picked["reason"]
+    set_launch(out_dir, picked)
+    return picked
+
+
 def _pick(times: dict[str, float], errors: dict[str, str]) -> dict:
     """The fastest variant; ``original`` unless another is ``MIN_GAIN`` faster."""
     variants = {name: {"ms": ms} for name, ms in times.items()}

@@ -231,3 +231,49 @@ def test_copies_pickles_and_deletion(mlp_out):
     gone = weakref.ref(new)
     del new
     assert gone() is None, "ModelNew is kept alive by a reference cycle: its memory waits for the garbage collector"
+
+
+def test_a_variant_that_fails_end_to_end_gives_way_to_the_next_fastest(mlp_out, tmp_path):
+    import shutil
+
+    from lego_core.launch import rule_out
+
+    out, _ = mlp_out
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy)
+    launch = _pick({"plan": 1.5, "plan+graph": 0.5, "original": 1.0, "original+graph": 0.7}, {})
+    assert launch["chosen"] == "plan+graph"
+    launch = rule_out(copy, launch, "output 0: 12 of 64 elements outside tolerance")
+    assert launch["chosen"] == "original+graph" and launch["variants"]["plan+graph"]["error"].startswith("failed the end-to-end check: output 0")
+    assert "plan+graph failed the end-to-end check" in launch["reason"]
+    assert load(copy).ModelNew.lego_cuda_graph is True and load(copy).ModelNew.lego_forward == "original"
+    launch = rule_out(copy, launch, "again")
+    assert launch["chosen"] == "original"  # plan (1.5 ms) is slower than eager: eager ships
+    assert load(copy).LAUNCH == {"forward": "original", "cuda_graph": False, "channels_last": False}
+    with pytest.raises(ValueError, match="original forward failed"):
+        rule_out(copy, launch, "eager against eager")
+
+
+def test_fp32_on_cuda_with_tf32_convolutions_is_judged_against_fp64():
+    from types import SimpleNamespace
+
+    from lego_core.e2e import eager_uses_tf32
+
+    conv = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3))
+    mlp = torch.nn.Sequential(torch.nn.Linear(3, 4))
+
+    def problem(model, device="cuda", dtype="fp32"):
+        return SimpleNamespace(model=model, spec=SimpleNamespace(device=device, dtype=dtype))
+
+    saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    try:
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = True, False
+        assert eager_uses_tf32(problem(conv))
+        assert not eager_uses_tf32(problem(mlp))  # fp32 matmuls stay IEEE by default
+        assert not eager_uses_tf32(problem(conv, device="cpu")) and not eager_uses_tf32(problem(conv, dtype="bf16"))
+        torch.backends.cudnn.allow_tf32 = False
+        assert not eager_uses_tf32(problem(conv))
+        torch.backends.cuda.matmul.allow_tf32 = True
+        assert eager_uses_tf32(problem(mlp))
+    finally:
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
