@@ -109,7 +109,8 @@ class MemoryMeter:
     ``tracking()``: a context every thread that allocates for the run enters
     (a no-op on CUDA, where the allocator counts every thread).
     ``allocated()`` / ``peak()``: bytes now and the highest so far since the
-    meter started.  ``measure_eager(fn)``: the peak bytes while ``fn()`` runs,
+    meter started; ``enter_stage(name)`` starts a pipeline stage and
+    ``stage_peaks`` keeps each stage's peak (``report()["stage_peaks_mb"]``).  ``measure_eager(fn)``: the peak bytes while ``fn()`` runs,
     counting everything alive when it starts (weights, inputs).
     """
 
@@ -120,6 +121,8 @@ class MemoryMeter:
         self.kind = "cuda" if device == "cuda" else "cpu-estimate"
         self.eager_peak: int | None = None
         self._earlier_peak = 0
+        self.stage: str | None = None
+        self.stage_peaks: dict[str, int] = {}  # stage -> peak bytes while it ran
         self.counter: LiveBytes | None = None
         if device == "cuda":
             if torch.cuda.is_available():  # else loading the problem says there is no GPU
@@ -150,6 +153,26 @@ class MemoryMeter:
         if self.device == "cuda":
             return max(self._earlier_peak, torch.cuda.max_memory_allocated())
         return max(self._earlier_peak, self.counter.peak)
+
+    def enter_stage(self, name: str) -> None:
+        """Close the current stage (its peak goes to ``stage_peaks``) and start
+        ``name``: on CUDA the allocator's peak statistic is reset (the run's
+        peak so far is carried), so each stage's own peak is known, which
+        says where a broken bound comes from."""
+        self._close_stage()
+        self.stage = name
+        if self.device == "cuda":
+            self._earlier_peak = self.peak()
+            torch.cuda.reset_peak_memory_stats()
+        elif self.counter is not None:
+            self._earlier_peak = self.peak()
+            self.counter.reset_peak()
+
+    def _close_stage(self) -> None:
+        if self.stage is None:
+            return
+        now = torch.cuda.max_memory_allocated() if self.device == "cuda" else (self.counter.peak if self.counter else 0)
+        self.stage_peaks[self.stage] = max(self.stage_peaks.get(self.stage, 0), now)
 
     def measure_eager(self, fn: Callable[[], object]) -> int:
         """Peak bytes while ``fn()`` runs (everything alive counts); kept as ``eager_peak``."""
@@ -183,6 +206,7 @@ class MemoryMeter:
         """``report["memory"]``: peaks and bound in MiB, whether the bound held, how measured."""
         if self.eager_peak is None:
             return {"eager_peak_mb": None, "search_peak_mb": None, "bound_mb": None, "within_bound": None, "measured": self.kind}
+        self._close_stage()
         peak = self.peak()
         data = {
             "eager_peak_mb": round(self.eager_peak / MiB, 3),
@@ -190,6 +214,7 @@ class MemoryMeter:
             "bound_mb": round(self.bound / MiB, 3),
             "within_bound": peak <= self.bound,
             "measured": self.kind,
+            "stage_peaks_mb": {name: round(b / MiB, 3) for name, b in self.stage_peaks.items()},
         }
         if self.device == "cuda":
             data["search_reserved_peak_mb"] = round(torch.cuda.max_memory_reserved() / MiB, 1)

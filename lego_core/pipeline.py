@@ -65,15 +65,16 @@ def _run(spec: ProblemSpec, target: Path, out: Path, config: OptimizeConfig, emi
 
     emit(StageStarted(stage="load"))
     meter = MemoryMeter(spec.device)  # the run's peak device memory, from here to the report
+    meter.enter_stage("load")
     problem = load_problem(spec)  # import the file, apply overrides, build and run the model
     meter.add_base(_model_tensors(problem.model))  # CPU: weights were made before the counter
     eager_out: dict = {}
     meter.measure_eager(lambda: _eager_forward(problem, eager_out))  # eager's peak: the bound's reference
-    emit(StageStarted(stage="capture"))
+    _stage(emit, meter, "capture")
     channels_last = use_channels_last(config.channels_last, problem)  # NHWC activations for 2-D conv models on CUDA
     layout_report = {"setting": config.channels_last, "channels_last": channels_last}
     graph, channels_last = capture(problem, channels_last, layout_report)  # torch.export -> core ATen with shapes and module paths
-    emit(StageStarted(stage="construct"))
+    _stage(emit, meter, "construct")
     tree = build_tree_and_announce(graph, emit)  # top-down FusionTree down to fusion groups
     # boundary values per seed, on demand within the memory bound (not every
     # intermediate of every seed: that multiplies the model's memory)
@@ -81,7 +82,7 @@ def _run(spec: ProblemSpec, target: Path, out: Path, config: OptimizeConfig, emi
         activations = boundary_store(graph, tree, problem, config, meter, channels_last)
     # the total is the search's own: it counts the nodes it queues (after
     # dedupe, retries and fusions included) in its progress events
-    emit(StageStarted(stage="search"))
+    _stage(emit, meter, "search")
     emit = _thread_safe(emit)  # agents report from several threads
     with tempfile.TemporaryDirectory(prefix="lego-candidates-") as work:
         parameters = {name for name, src in graph.sources.items() if src.kind == "parameter"}
@@ -92,15 +93,15 @@ def _run(spec: ProblemSpec, target: Path, out: Path, config: OptimizeConfig, emi
         result = run_search(search)  # top-down, dedupe, agents in parallel, mutation, budgets
         activations.drop()
         del activations, search
-        emit(StageStarted(stage="compose"))
+        _stage(emit, meter, "compose")
         layout = {"channels_last": channels_last, "output_strides": eager_out.get("strides")}
         kernel_files = write_output(out, graph, result.plan.items, problem, run_id, layout)  # optimized_model.py + kernels/
-    emit(StageStarted(stage="verify"))
+    _stage(emit, meter, "verify")
     with meter.tracking():
         check = e2e.check_end_to_end(out, problem, config.e2e_seed, fp64_device=fp64_device(problem, meter))  # composed ModelNew vs eager
     if not check["passed"]:
         raise OptimizeError(f"the composed model does not match eager end to end: {check['reason']}")
-    emit(StageStarted(stage="launch"))
+    _stage(emit, meter, "launch")
     with meter.tracking():
         launch = choose_launch(out, problem, config)  # plan or original forward, direct or CUDA graph: measured
     while launch["measured"]:  # check what ships; a variant that fails gives way to the next fastest
@@ -112,6 +113,7 @@ def _run(spec: ProblemSpec, target: Path, out: Path, config: OptimizeConfig, emi
         if launch["chosen"] == "original":
             raise OptimizeError(f"the model as shipped ({launch['chosen']}) does not match eager end to end: {shipped['reason']}")
         launch = rule_out(out, launch, shipped["reason"])
+    meter.enter_stage("timing")  # eager, torch.compile and the shipped model timed (GPU): its own memory peak
     timing = e2e.time_models(out, problem, config) if spec.device == "cuda" and config.timing == "auto" else None
     report = build_report(problem, tree, result, check, timing, kernel_files, started, _versions(), launch)
     report["memory"] = memory_report(meter, emit, tree.root.id)
@@ -139,6 +141,12 @@ def capture(problem, channels_last: bool, layout: dict) -> tuple:
 
 def _model_tensors(model: torch.nn.Module) -> list:
     return [*model.parameters(), *model.buffers()]
+
+
+def _stage(emit: Sink, meter: MemoryMeter, name: str) -> None:
+    """Announce stage ``name`` and start its memory peak (``report["memory"]["stage_peaks_mb"]``)."""
+    meter.enter_stage(name)
+    emit(StageStarted(stage=name))
 
 
 def _eager_forward(problem, record: dict | None = None) -> None:

@@ -99,6 +99,11 @@ def _child_main(target: Callable[..., Any], args: tuple, sender: Any) -> None:
     _die_with_parent()
     _limit_resources()
     _isolate_network()
+    stacks_every = os.environ.get("LEGO_DEBUG_STACKS_S")
+    if stacks_every:  # a run that seems stuck shows where it is: every thread's stack on stderr, repeatedly
+        import faulthandler
+
+        faulthandler.dump_traceback_later(float(stacks_every), repeat=True)
     warnings.filterwarnings("ignore", message=".*LeafSpec.*")  # torch.export's own deprecation noise
     logging.getLogger("torch").setLevel(logging.ERROR)  # torch.export's warnings are not the user's business
 

@@ -133,3 +133,23 @@ def test_store_without_limit_runs_each_seed_once():
             for n in node.sub.inputs:
                 assert torch.equal(got[n.name], full[k][n.name])
     assert store.recomputes == 0
+
+
+def test_each_stage_gets_its_own_peak_and_the_run_peak_covers_them():
+    from lego_core.memory import MemoryMeter
+
+    meter = MemoryMeter("cpu")
+    meter.enter_stage("load")
+    with meter.tracking():
+        meter.measure_eager(lambda: torch.ones(1 << 16).sum())  # 256 KiB alive while it runs
+        meter.enter_stage("search")
+        big = torch.ones(1 << 20)  # 4 MiB
+        del big
+        meter.enter_stage("compose")
+        small = torch.ones(1 << 10)
+        report = meter.report()
+    del small
+    peaks = report["stage_peaks_mb"]
+    assert list(peaks) == ["load", "search", "compose"]
+    assert peaks["search"] >= 4.0 and peaks["compose"] < 1.0 and 0.2 < peaks["load"] < 1.0
+    assert report["search_peak_mb"] >= max(peaks.values())
