@@ -14,11 +14,30 @@ from lego_core.tree import OrNode
 
 
 def load_module(path: Path, name: str) -> ModuleType:
-    """Import a Python file as a module (Triton's @jit needs a real file)."""
+    """Import a Python file as a module (Triton's @jit needs a real file).
+
+    The import runs under ``verify_trace.import_guard``: a file that, while
+    it is imported, changes global torch state (TF32 flags, default dtype,
+    the RNG), rebinds a torch or lego_core function (``torch.softmax``,
+    ``verify.compare``), writes files or starts processes raises
+    ``ImportError`` with the reason (``verify_policy.import_problem``), and
+    what it changed is put back first."""
+    from lego_core.verify_policy import import_problem
+    from lego_core.verify_trace import import_guard
+
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
-    spec.loader.exec_module(module)
+    try:
+        with import_guard() as seen:
+            spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    problem = import_problem(seen)
+    if problem:
+        sys.modules.pop(name, None)
+        raise ImportError(f"{Path(path).name}: {problem}")
     return module
 
 
