@@ -356,17 +356,19 @@ def _compare_float_part(where: str, a: Tensor, e: Tensor, tol: Tolerance, fills:
     for offset, ap, ep in _pieces(a, e):
         ap, ep = ap.double(), ep.double()
         a_fin, e_fin = torch.isfinite(ap), torch.isfinite(ep)
-        keep = ~_isin(ep, fills)
-        diff = torch.where(a_fin & e_fin & keep, ap - ep, torch.zeros((), dtype=ap.dtype, device=ap.device))
+        if fills:
+            e_fin &= ~_isin(ep, fills)  # a fill counts as a value not compared here
+        diff = torch.where(a_fin & e_fin, ap - ep, torch.zeros((), dtype=ap.dtype, device=ap.device))
         max_abs = max(max_abs, float(diff.abs().max()))
         if not fills:
             bad_special = _nonfinite_mismatch(where, ap, ep, a_fin, e_fin, offset, a, e)
             if bad_special:
                 return Comparison(False, max_abs, math.inf, bad_special)
-        ref_sq += float(torch.linalg.vector_norm(torch.where(e_fin & keep, ep, 0.0))) ** 2
+        ref_sq += float(torch.linalg.vector_norm(torch.where(e_fin, ep, 0.0))) ** 2
         diff_sq += float(torch.linalg.vector_norm(diff)) ** 2
-        finite += int((e_fin & keep).sum())
-        judged += int(keep.sum())
+        n_fin = int(e_fin.sum())
+        finite += n_fin
+        judged += n_fin if fills else ap.numel()
     ref_norm, diff_norm = math.sqrt(ref_sq), math.sqrt(diff_sq)
     norm_rel = diff_norm / ref_norm if ref_norm > 0 else 0.0
 
@@ -374,7 +376,9 @@ def _compare_float_part(where: str, a: Tensor, e: Tensor, tol: Tolerance, fills:
     outside, worst, worst_excess = 0, 0, -math.inf
     for offset, ap, ep in _pieces(a, e):
         ap, ep = ap.double(), ep.double()
-        both = torch.isfinite(ap) & torch.isfinite(ep) & ~_isin(ep, fills)
+        both = torch.isfinite(ap) & torch.isfinite(ep)
+        if fills:
+            both &= ~_isin(ep, fills)
         diff = torch.where(both, ap - ep, torch.zeros((), dtype=ap.dtype, device=ap.device))
         e_abs = torch.where(torch.isfinite(ep), ep, 0.0).abs()
         excess = diff.abs() - (tol.atol * scale + tol.rtol * e_abs)
@@ -573,7 +577,7 @@ def verify(
         raise ValueError(f"got {len(seeds)} seeds for {len(input_sets)} input sets; record one seed per set")
     seeds = [int(s) for s in seeds]
     rules = _CallRules(trace, dtype, *_region_of(ref, library_ops, region_ops))
-    buffers = _InputBuffers()
+    buffers = _InputBuffers(keep=bool(getattr(input_sets, "keep_call_buffers", True)))
     worst_abs, worst_norm, runs = 0.0, 0.0, 0
     schedule = call_schedule(len(input_sets), len(edge_sets), check_allocating_call, seeds)
     n_seeded = len(input_sets)
@@ -587,7 +591,8 @@ def verify(
         else:
             what, inputs = edge_sets[set_index - n_seeded]
             label = f"edge input set {set_index - n_seeded} ({what})"
-        expected = _run_reference(ref, inputs, label)
+        # the reference runs on the call buffers (refilled before every call), not on one more copy
+        expected = _run_reference(ref, buffers.fill(inputs), label, clone=False)
         precise = _precise_reference(ref, inputs, expected)
         for mode in _with_second_fill(modes, expected):
             runs += 1
@@ -674,13 +679,24 @@ class _CallRules:
 class _InputBuffers:
     """The tensors every candidate call gets as its inputs: one copy of an
     input set, refilled (``copy_``) with each call's set.  The same Python
-    objects at the same addresses carry new values on every call, so a
-    candidate that memoises by identity, ``data_ptr`` or call count returns
-    stale results, and a write into an input is seen by comparing the
-    buffer with the set it was filled from (no second copy)."""
+    objects, usually at the same addresses, carry new values on every call,
+    so a candidate that memoises by identity, ``data_ptr`` or call count
+    returns stale results, and a write into an input is seen by comparing
+    the buffer with the set it was filled from (no second copy).
 
-    def __init__(self) -> None:
+    ``keep`` False (``input_sets.keep_call_buffers``: a store building sets
+    within a memory bound that has no room for one more copy of a set): the
+    copy is dropped after every call, as a plain per-call clone would be,
+    and made again for the next (identity is then lost; the allocator
+    usually hands out the same block again)."""
+
+    def __init__(self, keep: bool = True) -> None:
+        self.keep = keep
         self.tensors: list | None = None
+
+    def after_call(self) -> None:
+        if not self.keep:
+            self.tensors = None
 
     def fill(self, inputs: Sequence[object]) -> list:
         if self.tensors is None or not self._fits(inputs):
@@ -712,11 +728,12 @@ def _clone_inputs(inputs: Sequence[Tensor]) -> list[Tensor]:
     return [x.clone() if isinstance(x, Tensor) else x for x in inputs]
 
 
-def _run_reference(ref: Reference, inputs: Sequence[Tensor], label: str) -> list[Tensor]:
-    """Reference outputs as a list of tensors; ``RuntimeError`` if it fails."""
+def _run_reference(ref: Reference, inputs: Sequence[Tensor], label: str, clone: bool = True) -> list[Tensor]:
+    """Reference outputs as a list of tensors (run on copies of ``inputs``
+    unless ``clone`` is False); ``RuntimeError`` if it fails."""
     try:
         with torch.no_grad():
-            outputs = ref(_clone_inputs(inputs))
+            outputs = ref(_clone_inputs(inputs) if clone else list(inputs))
     except Exception as exc:
         raise RuntimeError(f"the reference failed on {label}: {type(exc).__name__}: {exc}") from exc
     if isinstance(outputs, Tensor):
@@ -752,17 +769,18 @@ def _check_one_call(run: Candidate, inputs: Sequence[Tensor], expected: list[Ten
     rules = rules or _CallRules(False, dtype, (), ())
     buffers = buffers or _InputBuffers()
     out = None if variant is None else poisoned_outputs(expected, variant)
-    given = buffers.fill(inputs)
     try:
-        returned, summary = _call(run, given, out, rules.trace)
+        returned, summary = _call(run, buffers.fill(inputs), out, rules.trace)
         _synchronize(expected)
     except Exception as exc:  # a bad candidate is a result, not an error
         return Comparison(False, math.inf, math.inf, f"candidate raised {_describe_exception(exc)}")
+    finally:
+        written = _written_inputs(buffers.tensors or (), inputs)
+        buffers.after_call()
     if summary is not None:
         problem = trace_problem(summary, library_ops=rules.library_ops, region_ops=rules.region_ops, fp32=rules.fp32(expected))
         if problem:
             return Comparison(False, math.inf, math.inf, problem)
-    written = _written_inputs(buffers.tensors, inputs)
     if written:
         return Comparison(False, math.inf, math.inf, written)
     if isinstance(returned, Tensor):
@@ -814,17 +832,33 @@ def same_bits(a: Tensor, b: Tensor) -> bool:
 
 def _stride_mismatch(returned: object, expected: Sequence[Tensor]) -> str:
     """A reason when an allocated output's strides differ from the reference's
-    (dimensions of size 1 have no meaningful stride and are skipped), or ``""``."""
+    (dimensions of size 1 have no meaningful stride and are skipped), or
+    ``""``.  A reference output that is a view into a larger buffer (not
+    dense) sets no layout: a kernel cannot allocate a part of a buffer."""
     if not isinstance(returned, (list, tuple)):
         return ""
     for k, (a, e) in enumerate(zip(returned, expected)):
         if not isinstance(a, Tensor) or a.shape != e.shape:
             return ""  # compare() names the problem
+        if not _dense(e):
+            continue
         got = [s for s, n in zip(a.stride(), a.shape) if n > 1]
         want = [s for s, n in zip(e.stride(), e.shape) if n > 1]
         if got != want:
             return f"output {k}: strides {tuple(a.stride())} != the reference's {tuple(e.stride())} (later ops read the output through them)"
     return ""
+
+
+def _dense(t: Tensor) -> bool:
+    """Whether ``t``'s elements fill their span of memory exactly once, in some
+    order of dimensions (contiguous, channels-last, a transpose)."""
+    dims = sorted((s, n) for s, n in zip(t.stride(), t.shape) if n > 1)
+    expected = 1
+    for stride, size in dims:
+        if stride != expected:
+            return False
+        expected *= size
+    return True
 
 
 def _inf_for_nan(actual: object, expected: Tensor) -> Tensor:
@@ -969,7 +1003,7 @@ _FORBIDDEN_PREFIXES = ("torch.compile", "torch._inductor", "torch._dynamo", "tor
 # NumPy on the host, raw memory) or undoes the trace (garbage-collector walks).
 _FORBIDDEN_MODULES = frozenset({
     "threading", "_thread", "concurrent", "multiprocessing", "subprocess", "ctypes", "cffi", "numpy",
-    "gc", "socket", "signal", "importlib", "inspect", "pickle", "marshal",
+    "gc", "socket", "signal", "importlib", "inspect", "pickle", "marshal", "lego_core",
 })
 # Names a @triton.jit body must not reach: under the interpreter the body runs
 # as Python, so it could run PyTorch or host code there.
@@ -982,6 +1016,8 @@ def _private_torch(name: str) -> bool:
     """``torch.utils._python_dispatch.x``, ``torch._refs.softmax``: a dotted
     torch name with a private (``_x``, not ``__x__``) part."""
     parts = name.split(".")
+    if parts[:2] == ["torch", "ops"]:
+        return False  # ATen op names (torch.ops.aten._softmax) are public; region ops are checked apart
     return parts[0] == "torch" and any(p.startswith("_") and not p.endswith("__") for p in parts[1:])
 
 
@@ -1080,6 +1116,30 @@ class _CallbackChecker(ast.NodeVisitor):
         elif _private_torch(name):
             self._flag(node, f"imports {name}, PyTorch's private API (it can hide what the code runs)")
 
+    def visit_Assign(self, node: ast.Assign) -> None:
+        for target in node.targets:
+            self._check_store(target)
+        self.generic_visit(node)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> None:
+        self._check_store(node.target)
+        self.generic_visit(node)
+
+    def visit_Delete(self, node: ast.Delete) -> None:
+        for target in node.targets:
+            self._check_store(target)
+        self.generic_visit(node)
+
+    def _check_store(self, target: ast.expr) -> None:
+        """``torch.softmax = ...``, ``torch.backends.cuda.matmul.allow_tf32 = True``."""
+        if isinstance(target, (ast.Tuple, ast.List)):
+            for element in target.elts:
+                self._check_store(element)
+        elif isinstance(target, (ast.Attribute, ast.Subscript)):
+            name = self._qualified(target.value if isinstance(target, ast.Subscript) else target)
+            if name is not None and name.split(".")[0] in ("torch", "triton", "lego_core"):
+                self._flag(target, f"assigns to {name}: a kernel file must not change PyTorch, Triton or the verifier")
+
     def visit_Attribute(self, node: ast.Attribute) -> None:
         name = self._qualified(node)
         if name is not None and _private_torch(name):
@@ -1144,6 +1204,8 @@ class _CallbackChecker(ast.NodeVisitor):
         parts = name.split(".")
         if name in _EVASIVE_CALLS or (parts[0] == "builtins" and parts[-1] in _EVASIVE_CALLS):
             self._flag(node, f"calls {parts[-1]}(), which hides what the code runs")
+        elif parts[0] in ("setattr", "delattr") and node.args and (self._qualified(node.args[0]) or "").split(".")[0] in ("torch", "triton", "lego_core"):
+            self._flag(node, f"calls {parts[0]}() on {self._qualified(node.args[0])}: a kernel file must not change PyTorch, Triton or the verifier")
         elif parts[0] == "getattr" and node.args and self._qualified(node.args[0]) in ("torch", "torch.nn.functional"):
             self._flag(node, "looks up a PyTorch function with getattr()")
         elif parts[0] != "torch":

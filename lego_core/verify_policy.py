@@ -33,8 +33,11 @@ HOST_OPS = frozenset({
     # reading a handful of scalars (sizes, flags) back to the host
     "local_scalar_dense", "is_nonzero",
     # testing a mask's structure (the attention template's "is this the causal mask?")
-    "equal", "triu", "tril",
+    *("equal", "triu", "tril"),
 })
+# Host ops that compute something a region may itself be made of: allowed
+# only when the region does not hold them.
+MASK_OPS = frozenset({"equal", "triu", "tril"})
 
 # More scalars read back to the host than this per call is the work done in Python.
 MAX_HOST_SCALARS = 64
@@ -46,7 +49,7 @@ def trace_problem(summary: dict, *, library_ops: Sequence[str] = (), region_ops:
     ``summary``: ``CallTrace.summary()``.  ``library_ops``: ATen ops the
     sub-problem hands to the library on purpose (allowed).  ``region_ops``:
     the region's own ATen ops; a structural op in :data:`HOST_OPS`
-    (``triu``, ``equal``) is not allowed when the region itself computes it.
+    (:data:`MASK_OPS`) is not allowed when the region itself computes it.
     ``fp32``: the problem is fp32, so a TF32 ``tl.dot`` is not acceptable.
     The rules, in order: global state changed; torch or lego_core functions
     replaced; files written or processes started; PyTorch compute outside
@@ -66,7 +69,7 @@ def trace_problem(summary: dict, *, library_ops: Sequence[str] = (), region_ops:
     if summary.get("processes"):
         return f"started a process or loaded a library while running ({summary['processes'][0]})"
     region = {op_base_name(op) for op in region_ops}
-    allowed = (HOST_OPS - region) | {op_base_name(op) for op in library_ops}
+    allowed = (HOST_OPS - (MASK_OPS & region)) | {op_base_name(op) for op in library_ops}
     ops = summary.get("ops") or {}
     compute = sorted(op for op in ops if op_base_name(op) not in allowed)
     if compute:

@@ -95,14 +95,19 @@ class InputSets(Sequence):
     indexed: ``sets[k]`` fetches seed ``k``'s boundary values (making room
     for the check's working set, ``boundary.working_bytes``) and perturbs
     parameters as ``leaf_input_sets`` does.  Drop a set before asking for the
-    next when memory is tight (``verify.verify`` does)."""
+    next when memory is tight (``verify.verify`` does).  ``verify.verify``
+    keeps one copy of an input set alive across sets (every call gets the
+    same tensors, refilled) when ``keep_call_buffers`` says there is room
+    for it beside a set and the check's working set."""
 
     def __init__(self, leaf: OrNode, store, parameters: set[str], seeds: tuple):
-        from lego_core.search.boundary import working_bytes
+        from lego_core.search.boundary import _nbytes, working_bytes
 
         self.leaf, self.store, self.parameters, self.seeds = leaf, store, parameters, seeds
         self.names = [n.name for n in leaf.sub.inputs]
+        self.held = sum(_nbytes(n) for n in leaf.sub.inputs)  # one input set
         self.working = working_bytes(leaf.sub)
+        self.holding = False  # whether the verifier keeps a copy of a set across fetches
 
     def __len__(self) -> int:
         return len(self.store)
@@ -112,8 +117,16 @@ class InputSets(Sequence):
             return [self[i] for i in range(*k.indices(len(self)))]
         if not 0 <= k < len(self):
             raise IndexError(k)
-        env = self.store.fetch(k, self.names, self.working)
+        env = self.store.fetch(k, self.names, self.working + (self.held if self.holding else 0))
         return _input_set(self.leaf, env, self.parameters, self.seeds, k)
+
+    @property
+    def keep_call_buffers(self) -> bool:
+        """Whether one more copy of an input set fits under the store's limit
+        beside a set and the check's working set (``verify._InputBuffers``);
+        when it does, later fetches keep room for that copy."""
+        self.holding = self.store.room() >= 2 * self.held + self.working
+        return self.holding
 
     def timing_sets(self) -> list[list]:
         """Input sets to time on, all alive at once: every seed's while they fit
