@@ -6,25 +6,45 @@ candidate allocates its outputs) or a list of preallocated tensors that the
 candidate must write into and return.  The *reference* is
 ``ref(inputs) -> list[Tensor]``, the eager ATen ops of the region.
 
-Rules (docs/DESIGN "Correctness and timing rules"), in the order
-:func:`verify` applies them:
+Rules (docs/DESIGN "Correctness and timing rules"; docs/SEARCH.md,
+*Verification*), in the order a candidate meets them:
 
-1. at least three input sets, each built from a recorded seed;
-2. every call gets fresh clones of the inputs, so a candidate that writes
-   into its inputs cannot change what the reference or a later call sees;
-3. outputs are *poisoned* before each candidate call (NaN for floats; for
-   integers and bools, which cannot hold NaN, two runs with two different
-   fills), so an element the candidate never writes fails;
-4. shapes and dtypes match; no NaN/inf where the reference has a finite
-   value; elementwise ``|a - e| <= atol * scale + rtol * |e|`` (``scale``:
-   the reference's RMS, at least 1) and norm-relative
-   ``||a - e|| / ||e|| <= norm_rel`` with dtype-aware :func:`tolerances`;
-   Edge-case sets (``edge_sets``, built by ``lego_core.edge_inputs``: NaN,
-   +-inf, large values, constant and zero rows) follow the seeded ones, and
-   a 16-bit output must be no further from a float64 run of the reference
-   than eager's own output, by :data:`PRECISION_FACTOR`;
-5. a static check (:func:`calls_back_into_reference`) that the source
-   launches a ``@triton.jit`` kernel instead of calling PyTorch's own op.
+1. a static check of the source (:func:`calls_back_into_reference`): a
+   ``@triton.jit`` kernel is defined and launched; host code calls no
+   PyTorch version of a region op nor any heavy op, no private PyTorch API,
+   no ``eval``/``exec``, assigns nothing to ``torch``/``triton``/
+   ``lego_core``, imports nothing that runs work the call trace cannot see
+   (threads, processes, NumPy, ctypes), and jit bodies do not reach torch;
+2. importing the file (``search.load_module``) changes no global torch
+   state, rebinds no torch or lego_core function, writes no file;
+3. at least three input sets, each built from a seed that is drawn at random
+   per run unless fixed (messages name sets by a one-way label,
+   ``verify_policy.seed_label``, never by seed);
+4. the candidate is called on every set twice, in two shuffled passes, once
+   with poisoned preallocated outputs (NaN for floats; for integers and
+   bools two runs with two fills) and once with ``out=None``, then on each
+   edge-case set (``edge_sets``, ``lego_core.edge_inputs``: NaN, +-inf,
+   large values, constant and zero rows); every call gets the same input
+   tensors refilled with its set (:func:`call_schedule`);
+5. each call runs under ``verify_trace.CallTrace`` and must pass
+   ``verify_policy.trace_problem``: no change of global torch state, no
+   function rebound, no file written, no PyTorch compute outside Triton
+   kernels except the sub-problem's ``library_ops``, at least one Triton
+   launch, none on another CUDA stream, no TF32 ``tl.dot`` for fp32;
+6. the call leaves every input bit for bit as it was (parameters included);
+7. ``out=`` calls return the given buffers; ``out=None`` calls return
+   outputs with the reference's strides;
+8. shapes and dtypes match; no NaN/inf where the reference has a finite
+   value (on edge sets, NaN/inf exactly where the reference has them);
+   elementwise ``|a - e| <= atol * scale + rtol * |e|`` (``scale``: the
+   reference's RMS, at least 1) and norm-relative
+   ``||a - e|| / ||e|| <= norm_rel`` with dtype-aware :func:`tolerances`,
+   and the same again over the elements that are not fill values
+   (:func:`fill_values`: ``masked_fill(x, mask, -1e9)``); a 16-bit output
+   must be no further from a float64 run of the reference than eager's own
+   output, by :data:`PRECISION_FACTOR`.
+
+Timing is guarded apart (``lego_core.timing_guard``).
 
 The verifier never raises because a candidate is bad: an exception, a wrong
 return value or a mismatch is a failed :class:`VerifyReport` whose ``reason``
@@ -33,7 +53,8 @@ three input sets) and ``RuntimeError`` when the *reference* itself fails,
 since that is a bug in the caller, not in the candidate.
 
 Usage: ``python -m lego_core.verify`` checks a small built-in example
-(a correct and a broken candidate) and prints both reports.
+(a correct and a broken PyTorch stand-in for a kernel, without the call
+trace) and prints both reports.
 """
 from __future__ import annotations
 
@@ -1272,8 +1293,8 @@ def _demo() -> None:
 
     seeds = [101, 202, 303]
     sets = [[torch.randn(4, 8, generator=torch.Generator().manual_seed(s))] for s in seeds]
-    for name, candidate in (("good", good), ("bad", bad)):
-        print(name, verify(candidate, ref, sets, "fp32", seeds))
+    for name, candidate in (("good", good), ("bad", bad)):  # PyTorch stand-ins for kernels: no call trace
+        print(name, verify(candidate, ref, sets, "fp32", seeds, trace=False))
 
 
 if __name__ == "__main__":

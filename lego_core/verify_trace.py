@@ -187,20 +187,25 @@ class _OpRecorder(TorchDispatchMode):
 # Triton launches
 # --------------------------------------------------------------------------
 
-_TTIR_DOT = re.compile(r"tt\.dot\s[^\n]*")
+_PRECISION = re.compile(r"inputPrecision\s*=\s*(\w+)")
 
 
 def _ttir_tf32(kernel) -> bool:
-    """Whether a compiled kernel's TTIR has a ``tt.dot`` of fp32 operands in TF32."""
+    """Whether a compiled kernel's TTIR has a ``tt.dot`` of fp32 operands in
+    TF32: ``tt.dot %a, %b, %c, inputPrecision = tf32 : tensor<16x32xf32> *
+    tensor<32x32xf32> -> ...`` (IEEE, the default, may be left unprinted;
+    ``tf32x3`` is accurate)."""
     asm = getattr(kernel, "asm", None)
     try:
         text = asm["ttir"] if asm is not None else ""
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - no TTIR kept: nothing to say
         return False
-    for line in _TTIR_DOT.findall(text if isinstance(text, str) else ""):
-        fp32_operands = re.search(r":\s*tensor<[^>]*xf32>\s*\*\s*tensor<[^>]*xf32>", line)
-        precise = re.search(r"inputPrecision\s*=\s*(ieee|tf32x3|bf16x3|bf16x6)", line)
-        if fp32_operands and not precise:
+    for line in (text if isinstance(text, str) else "").splitlines():
+        if "tt.dot " not in line:
+            continue
+        precision = _PRECISION.search(line)
+        operands = line.rsplit(" : ", 1)[-1].split("->")[0]
+        if precision and precision.group(1) == "tf32" and "xf32" in operands:
             return True
     return False
 
