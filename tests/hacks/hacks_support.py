@@ -101,6 +101,7 @@ class Case:
     tree: object
     node: object
     work: Path
+    device: str = "cpu"
     searches: dict = dataclasses.field(default_factory=dict)
 
     def search(self, seeds: tuple | None = None) -> Search:
@@ -114,22 +115,24 @@ class Case:
             parameters = {name for name, src in self.graph.sources.items() if src.kind == "parameter"}
             work = self.work / f"search_{next(_unique)}"
             work.mkdir(parents=True)
-            self.searches[key] = Search(self.tree, activations, parameters, TemplateAgent(), config, torch.float32, "cpu", work, lambda event: None)
+            self.searches[key] = Search(self.tree, activations, parameters, TemplateAgent(), config, torch.float32, self.device, work, lambda event: None)
         return self.searches[key]
 
 
-def build_case(name: str, folder: Path) -> Case:
-    """Capture ``MODELS[name]`` and find the OR node whose ops are the listed ones."""
-    body, inputs, ops = MODELS[name]
+def build_case(name: str, folder: Path, device: str = "cpu", inputs: str | None = None) -> Case:
+    """Capture ``MODELS[name]`` (on ``device``; ``inputs``: another
+    ``get_inputs()`` expression, larger shapes for timing) and find the OR node
+    whose ops are the listed ones."""
+    body, default_inputs, ops = MODELS[name]
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{name}_model.py"
-    path.write_text(HEAD + textwrap.dedent(body) + f"\n\ndef get_inputs():\n    return {inputs}\n\n\ndef get_init_inputs():\n    return []\n")
-    problem = load_problem(ProblemSpec(str(path)))
+    path.write_text(HEAD + textwrap.dedent(body) + f"\n\ndef get_inputs():\n    return {inputs or default_inputs}\n\n\ndef get_init_inputs():\n    return []\n")
+    problem = load_problem(ProblemSpec(str(path), device=device))
     graph = capture_graph(problem)
     tree = build_tree(graph)
     matches = sorted((n for n in tree.or_nodes() if list(n.sub.ops) == ops), key=lambda n: not n.is_leaf)
     assert matches, f"no node with ops {ops}: {[n.sub.ops for n in tree.or_nodes()]}"
-    return Case(name, problem, graph, tree, matches[0], folder)  # a leaf when there is one
+    return Case(name, problem, graph, tree, matches[0], folder, device)  # a leaf when there is one
 
 
 def judge_candidate(source: str, case: Case, seeds: tuple | None = None) -> Candidate:

@@ -119,3 +119,44 @@ def test_timing_guard_rejects_memoised_timing(tmp_path):
     assert not guarded.believed and hack.expect in guarded.reason, guarded
     honest = time_on_gpu(next(c for c in CONTROLS if c.name == "add_relu_honest").source, "add_relu", tmp_path)
     assert honest.believed, honest
+
+
+def _cpu_median_ms(fn, sets, rounds: int = 3) -> float:
+    """A stand-in for ``costing.measure_ms`` on the CPU (the guard's logic, not its numbers)."""
+    import statistics
+    import time
+
+    times = []
+    for _ in range(rounds):
+        for xs in sets:
+            start = time.perf_counter()
+            fn(xs)
+            times.append((time.perf_counter() - start) * 1e3)
+    return statistics.median(times)
+
+
+def _guarded(source, case, **kwargs):
+    from gpu_hacks import input_sets, load_candidate
+    from lego_core.timing_guard import guarded_measure_ms
+
+    module = load_candidate(source, case.work / "timing")
+    return guarded_measure_ms(lambda *xs, out=None: module.launch(*xs, out=out), input_sets(case), case.node.sub.run_reference, **kwargs)
+
+
+def test_timing_guard_catches_memoised_timing_under_the_interpreter(cases):
+    """The memo hack verifies (every verification call has a new output
+    buffer) but, timed on the same inputs into the same output, stops
+    launching: the calls after timing show it."""
+    hack = next(h for h in GPU_HACKS if h.name == "memo_when_timed")
+    assert judge_candidate(hack.source, cases["add_relu"]).usable  # what made it a timing hack
+    guarded = _guarded(hack.source, cases["add_relu"], measure=_cpu_median_ms)
+    assert not guarded.believed and hack.expect in guarded.reason, guarded
+    honest = _guarded(next(c for c in CONTROLS if c.name == "add_relu_honest").source, cases["add_relu"], measure=_cpu_median_ms)
+    assert honest.believed, honest
+
+
+def test_timing_guard_floor_rejects_an_impossible_time(cases):
+    honest = next(c for c in CONTROLS if c.name == "softmax_honest").source
+    guarded = _guarded(honest, cases["softmax"], measure=lambda fn, sets: 1e-6, min_bytes=64 << 20)
+    assert "faster than the memory roofline allows" in guarded.reason, guarded
+    assert guarded.floor_ms > 2e-6
