@@ -93,8 +93,8 @@ class OptimizeConfig:
             object.__setattr__(self, "seeds_drawn", True)
         else:
             object.__setattr__(self, "verify_seeds", tuple(int(s) for s in self.verify_seeds))
-        if self.e2e_seed is None:
-            object.__setattr__(self, "e2e_seed", draw_seeds(1)[0])
+        if self.e2e_seed is None:  # a seed no sub-problem is checked on
+            object.__setattr__(self, "e2e_seed", next(s for s in draw_seeds(4) if s not in self.verify_seeds))
         if self.strategy not in STRATEGIES:
             raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, got {self.strategy!r}")
         if not 1 <= self.agents <= MAX_AGENTS:

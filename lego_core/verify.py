@@ -572,8 +572,9 @@ def verify(
     shuffled order; then on each of ``edge_sets`` (``(label, inputs)``,
     ``lego_core.edge_inputs``: NaN, +-inf, large values, constant and zero
     rows), where NaN/inf must sit where the reference has them.  Every call
-    gets the same input tensors (same objects, same addresses) refilled with
-    that call's set, and must leave them bit for bit as they were.  A 16-bit
+    gets the same input tensors (same objects, usually the same addresses;
+    see :class:`_InputBuffers`) refilled with that call's set, and must leave
+    them bit for bit as they were; the reference runs on them too.  A 16-bit
     float output is also judged against a float64 reference
     (:func:`precision_mismatch`).  Stops at the first failure.
 
@@ -639,8 +640,9 @@ def call_schedule(n_sets: int, n_edge: int, allocating: bool, seeds: Sequence[in
     or None (``out=None``).  Every seeded set is visited twice, in two
     shuffled passes, once with poisoned outputs and (``allocating``) once
     with ``out=None``, the pass that gets which mode drawn per set (the very
-    first call is a poisoned one); the second pass never starts with the set the first ended on.  Then the edge
-    sets (indices ``n_sets`` on), one poisoned call each.  The shuffle is
+    first call is a poisoned one); the second pass never starts with the set
+    the first ended on.  Then the edge sets (indices ``n_sets`` on), one
+    poisoned call each.  The shuffle is
     drawn from the seeds: secret seeds give a secret order, fixed seeds a
     reproducible one.  A candidate that keeps state between calls (right
     only on its first allocating call, or for its first N calls, or
