@@ -27,9 +27,9 @@ What it records:
   the resolved precision; on a GPU the compiled kernel's TTIR says it);
 * global torch state (:func:`torch_state`): flags, default dtype and device,
   grad mode, RNG states; changes are reported and undone on exit;
-* files opened for writing and processes started (a ``sys.audit`` hook,
-  installed once and idle outside a trace), except Triton's own compiler
-  work inside a launch (its cache and temporary files).
+* files opened for writing and processes started on the calling thread (a
+  ``sys.audit`` hook, installed once and idle outside a trace), except
+  Triton's own compiler work inside a launch (its cache and temporary files).
 
 It is a tripwire, not a sandbox: code in the same process can always undo a
 trace (``_disable_current_modes``, another thread, ctypes).  The static
@@ -336,8 +336,10 @@ _PROCESS_EVENTS = {"os.system", "subprocess.Popen", "os.exec", "os.posix_spawn",
 
 def _audit(event: str, args: tuple) -> None:
     trace = _ACTIVE
-    if trace is None or trace._launcher_depth:
-        return  # no trace, or Triton compiling inside a launch (its cache, ptxas temporaries)
+    if trace is None or trace._launcher_depth or threading.get_ident() != trace._thread:
+        # no trace; Triton compiling inside a launch (its cache, ptxas temporaries); or
+        # another thread of the judge's process (agents calling an LLM, the event sink)
+        return
     if event == "open":
         path, mode, flags = (tuple(args) + (None, None, None))[:3]
         writes = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (mode is None and isinstance(flags, int) and flags & _WRITE_FLAGS)
@@ -385,6 +387,7 @@ class CallTrace:
         self._launcher_depth = 0
         self._kernel_stack: list[str] = []
         self._stream = None
+        self._thread = threading.get_ident()
         self._patches = _TritonPatches(self)
         self._mode = None
 
