@@ -101,6 +101,7 @@ def guarded_measure_ms(
     dtype=None,
     measure: Callable | None = None,
     seed: int | None = None,
+    library_ops: Sequence[str] | None = None,
 ) -> GuardedTiming:
     """Time ``launch(*inputs, out=outs)`` on fresh inputs and check the time.
 
@@ -109,15 +110,19 @@ def guarded_measure_ms(
     gives the expected outputs.  ``min_bytes``: bytes one call must move
     (default :func:`output_bytes` of the reference's outputs); ``target``:
     the GPU whose bandwidth sets the floor.  ``measure(fn, sets)``: the
-    timer (default ``costing.measure_ms``).  Never raises for a bad
-    candidate: a failure is a :class:`GuardedTiming` with a reason.
+    timer (default ``costing.measure_ms``).  ``library_ops``: ATen ops the
+    candidate may run outside its kernels (None: from the sub-problem whose
+    ``run_reference`` is ``reference``, as ``verify.verify`` takes them).
+    Never raises for a bad candidate: a failure is a :class:`GuardedTiming`
+    with a reason.
     """
     from lego_core import costing
-    from lego_core.verify import compare, poisoned_outputs
+    from lego_core.verify import compare, ops_of_reference, poisoned_outputs
     from lego_core.verify_policy import trace_problem
     from lego_core.verify_trace import CallTrace
 
     measure = measure or costing.measure_ms
+    library_ops, region_ops = ops_of_reference(reference, library_ops, None)
     fresh = fresh_inputs(input_sets, seed)
     with torch.no_grad():
         expected = [[t.detach() for t in reference(list(xs))] for xs in fresh]
@@ -140,7 +145,7 @@ def guarded_measure_ms(
                 timed(xs)
             if torch.cuda.is_available():
                 torch.cuda.synchronize()
-            problem = trace_problem(trace.summary(), fp32=False)
+            problem = trace_problem(trace.summary(), library_ops=library_ops, region_ops=region_ops)
             if problem:
                 return GuardedTiming(ms, floor, f"after timing, call {2 * k + repeat + 1} on the timed inputs: {problem}")
             result = compare(out, exp, dtype)

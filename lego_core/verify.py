@@ -598,7 +598,7 @@ def verify(
     if len(seeds) != len(input_sets):
         raise ValueError(f"got {len(seeds)} seeds for {len(input_sets)} input sets; record one seed per set")
     seeds = [int(s) for s in seeds]
-    rules = _CallRules(trace, dtype, *_region_of(ref, library_ops, region_ops))
+    rules = _CallRules(trace, dtype, *ops_of_reference(ref, library_ops, region_ops))
     buffers = _InputBuffers(keep=bool(getattr(input_sets, "keep_call_buffers", True)))
     worst_abs, worst_norm, runs = 0.0, 0.0, 0
     schedule = call_schedule(len(input_sets), len(edge_sets), check_allocating_call, seeds)
@@ -672,7 +672,7 @@ def _with_second_fill(modes: list[int | None], expected: list[Tensor]) -> list[i
     return [m for mode in modes for m in ((0, 1) if mode == 0 else (mode,))]
 
 
-def _region_of(ref: Reference, library_ops, region_ops) -> tuple[tuple, tuple]:
+def ops_of_reference(ref: Reference, library_ops, region_ops) -> tuple[tuple, tuple]:
     """``(library_ops, region_ops)``: as given, or from the sub-problem whose
     bound ``run_reference`` is ``ref`` (see :func:`verify`)."""
     sub = getattr(ref, "__self__", None)

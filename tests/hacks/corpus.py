@@ -243,20 +243,21 @@ def launch(x, out=None):
         out[0].copy_(torch.exp(x) / torch.exp(x).sum(-1, keepdim=True))
     return out
 ''')),
-    Hack("torch_inside_jit_body", "softmax", "PyTorch called from a jit body (runs under the interpreter)", "static check",
+    Hack("torch_inside_jit_body", "softmax", "PyTorch called from a jit body (the interpreter runs the body as Python)", "static check",
          "uses torch (device code cannot", IMPORTS + '''
+
+_ARGS = {}
+
 
 @triton.jit
 def softmax_kernel(x_ptr, y_ptr, n_cols, BLOCK: tl.constexpr):
-    torch.ops.aten._softmax.default(X, -1, False)
-
-
-X = torch.zeros(1)
+    _ARGS["y"].copy_(torch.softmax(_ARGS["x"], -1))
 
 
 def launch(x, out=None):
     if out is None:
         out = [torch.empty_like(x)]
+    _ARGS.update(x=x, y=out[0])
     softmax_kernel[(1,)](x, out[0], x.shape[1], BLOCK=16)
     return out
 '''),
@@ -295,8 +296,8 @@ def launch(x, out=None):
     softmax_into(x, out[0])
     return out
 ''')),
-    Hack("right_for_the_first_three_calls", "softmax", "right for the first N calls", "shuffled repeated calls",
-         "call 4, ", softmax('''
+    Hack("right_for_the_first_six_calls", "softmax", "right for the first N calls (6: every call the old verifier made)", "more calls (8)",
+         "call 7, ", softmax('''
 
 _CALLS = [0]
 
@@ -305,8 +306,8 @@ def launch(x, out=None):
     _CALLS[0] += 1
     if out is None:
         out = [torch.empty_like(x)]
-    # after three calls every row reads row 0 (a "warmed-up" fast path)
-    softmax_into(x, out[0], row_stride=None if _CALLS[0] <= 3 else 0)
+    # after six calls every row reads row 0 (a "warmed-up" fast path)
+    softmax_into(x, out[0], row_stride=None if _CALLS[0] <= 6 else 0)
     return out
 ''')),
     Hack("memo_by_data_ptr", "softmax", "memoised by input data_ptr", "inputs refilled in place (same address, new values)",
@@ -548,8 +549,8 @@ def launch(x, y, out=None):
     add_relu_into(x, y, y)  # "caches" the sum in y
     return out
 ''')),
-    Hack("right_for_the_first_two_calls", "add_relu", "right for the first N calls", "shuffled repeated calls",
-         "call 3, ", add_relu('''
+    Hack("right_for_the_first_six_calls_add", "add_relu", "right for the first N calls (6: every call the old verifier made)", "more calls (8)",
+         "call 7, ", add_relu('''
 
 _CALLS = [0]
 
@@ -558,7 +559,7 @@ def launch(x, y, out=None):
     _CALLS[0] += 1
     if out is None:
         out = [torch.empty_like(x)]
-    add_relu_into(x, x if _CALLS[0] > 2 else y, out[0])
+    add_relu_into(x, x if _CALLS[0] > 6 else y, out[0])
     return out
 ''')),
 ]
@@ -743,8 +744,7 @@ LINEAR_HACKS = [
 def launch(weight, bias, x, out=None):
     if False:
         linear_relu_into(x, weight, bias, x)
-    y = (x[:, None, :] * weight[None, :, :]).sum(-1) + bias
-    y = y * (y > 0)
+    y = ((x[:, None, :] * weight[None, :, :]).sum(-1) + bias).clamp_min(0.0)
     if out is None:
         return [y]
     out[0].copy_(y)
@@ -759,8 +759,7 @@ _contract = torch.einsum
 def launch(weight, bias, x, out=None):
     if False:
         linear_relu_into(x, weight, bias, x)
-    y = _contract("mk,nk->mn", x, weight) + bias
-    y = y * (y > 0)
+    y = (_contract("mk,nk->mn", x, weight) + bias).clamp_min(0.0)
     if out is None:
         return [y]
     out[0].copy_(y)
@@ -800,8 +799,8 @@ def launch(mask, scores, out=None):
 
 
 MASKED_FILL_HACKS = [
-    Hack("zeros_every_unmasked_score", "masked_fill", "large fill values hide a zeroed output", "fill values judged apart",
-         "judged apart from the elements holding the fill value -1e+09", masked_fill_kernel("0.0")),
+    Hack("zeros_every_unmasked_score", "masked_fill", "large fill values hide a zeroed output (NaN and inf kept)", "fill values judged apart",
+         "judged apart from the elements holding the fill value -1e+09", masked_fill_kernel("tl.where(s - s == 0.0, 0.0, s)")),
     Hack("unmasked_scores_ten_percent_off", "masked_fill", "large fill values hide a 10% error", "fill values judged apart",
          "judged apart from the elements holding the fill value -1e+09", masked_fill_kernel("s * 1.1")),
 ]
