@@ -17,8 +17,14 @@ class OptimizeConfig:
     """Knobs of one optimization run.
 
     Verification and output: ``verify_seeds``: seeds of the fresh random
-    input sets every candidate is checked on (at least three).  ``e2e_seed``:
-    seed of the inputs of the final end-to-end check.  ``use_triton``: False
+    input sets every candidate is checked on (at least three).  None (the
+    default) draws three secret seeds (``verify_policy.draw_seeds``) when
+    the config is made, so every run checks on inputs no candidate can know
+    in advance; verification messages name sets by one-way labels, and
+    ``report.json`` records the seeds after the run (``verification``).
+    ``seeds_drawn`` says which it was (set by the config itself).
+    Fixed seeds reproduce a run (tests fix them).  ``e2e_seed``: seed of the
+    inputs of the final end-to-end check; None draws one the same way.  ``use_triton``: False
     makes every sub-problem a library call (a baseline).  ``timing``:
     ``auto`` measures on a GPU and estimates without one; ``estimate`` always
     uses the cost model.  ``target_gpu``: the GPU the cost model describes.
@@ -55,8 +61,8 @@ class OptimizeConfig:
     threads.
     """
 
-    verify_seeds: tuple = (101, 202, 303)
-    e2e_seed: int = 4242
+    verify_seeds: tuple | None = None
+    e2e_seed: int | None = None
     use_triton: bool = True
     timing: str = "auto"
     target_gpu: str = "H200"
@@ -77,8 +83,18 @@ class OptimizeConfig:
     patience_s: float | None = None
     max_attempts: int = 2
     agent_pool: str | None = None
+    seeds_drawn: bool = False
 
     def __post_init__(self) -> None:
+        from lego_core.verify_policy import draw_seeds
+
+        if self.verify_seeds is None:
+            object.__setattr__(self, "verify_seeds", draw_seeds(3))
+            object.__setattr__(self, "seeds_drawn", True)
+        else:
+            object.__setattr__(self, "verify_seeds", tuple(int(s) for s in self.verify_seeds))
+        if self.e2e_seed is None:  # a seed no sub-problem is checked on
+            object.__setattr__(self, "e2e_seed", next(s for s in draw_seeds(4) if s not in self.verify_seeds))
         if self.strategy not in STRATEGIES:
             raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, got {self.strategy!r}")
         if not 1 <= self.agents <= MAX_AGENTS:
@@ -89,5 +105,8 @@ class OptimizeConfig:
             raise ValueError(f"verification needs at least three seeds, got {len(self.verify_seeds)}")
 
     def key(self) -> dict:
-        """The settings that change generated code or its acceptance."""
-        return {"verify_seeds": list(self.verify_seeds), "use_triton": self.use_triton, "force_triton": self.force_triton}
+        """The settings that change generated code or its acceptance.  Drawn
+        seeds count as one setting ("drawn"): a cached kernel is verified
+        again on every run's own inputs anyway."""
+        seeds = "drawn" if self.seeds_drawn else list(self.verify_seeds)
+        return {"verify_seeds": seeds, "use_triton": self.use_triton, "force_triton": self.force_triton}

@@ -31,10 +31,11 @@ def edge_input_sets(inputs: Sequence[object], editable: Sequence[bool] | None, s
     model's parameters; None: every floating input).  When no editable
     input is floating, every floating input is edited instead.  ``seed``
     picks the edited positions (``torch.Generator``).  Returns
-    ``[(label, inputs)]``: "NaN and +-inf" (NaN, +inf and -inf at three
-    positions of each edited tensor) and "large, constant and zero rows"
-    (a few elements scaled to about 1e4 (64 for fp16), one last-dimension
-    row constant, one row of zeros).  Empty when no input is floating.
+    ``[(label, inputs)]``: "NaN and +-inf" (NaN, +inf and -inf in three
+    different last-dimension rows of each edited tensor) and "large,
+    constant and zero rows" (one element +1e4 and one -1e4 (64 for fp16),
+    one last-dimension row constant, one row of zeros, four rows apart).
+    Empty when no input is floating.
     """
     floating = [isinstance(x, torch.Tensor) and x.is_floating_point() and x.numel() > 0 for x in inputs]
     chosen = [f and (editable is None or bool(editable[j])) for j, f in enumerate(floating)]
@@ -51,39 +52,47 @@ def edge_input_sets(inputs: Sequence[object], editable: Sequence[bool] | None, s
     return [("NaN and +-inf", specials), ("large, constant and zero rows", extremes)]
 
 
-def _positions(numel: int, count: int, gen: torch.Generator) -> list[int]:
-    return torch.randperm(numel, generator=gen)[: min(count, numel)].tolist()
+def _rows(x: torch.Tensor, gen: torch.Generator) -> list[int]:
+    """The last-dimension rows of ``x`` (logical, row-major) in a random order."""
+    n_rows = x.numel() // max(1, x.shape[-1]) if x.dim() else 1
+    return torch.randperm(n_rows, generator=gen).tolist()
+
+
+def _in_row(x: torch.Tensor, row: int, gen: torch.Generator) -> tuple:
+    """The index of a random element of last-dimension row ``row`` of ``x``."""
+    if x.dim() == 0:
+        return ()
+    col = int(torch.randint(x.shape[-1], (), generator=gen))
+    flat = torch.tensor(row * x.shape[-1] + col)
+    return tuple(int(i) for i in torch.unravel_index(flat, x.shape))
 
 
 def _with_specials(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
-    """A copy of ``x`` (same strides) with NaN, +inf, -inf at random positions."""
+    """A copy of ``x`` (same strides) with NaN, +inf and -inf, each in a row of
+    its own when ``x`` has three rows (a row reduction meets each alone: +inf
+    without a NaN beside it)."""
     y = x.clone()
-    flat = y.view(-1) if y.is_contiguous() else None
-    values = (float("nan"), float("inf"), float("-inf"))
-    for value, pos in zip(values, _positions(x.numel(), 3, gen)):
-        index = torch.unravel_index(torch.tensor(pos), x.shape) if flat is None else None
-        if flat is not None:
-            flat[pos] = value
-        else:
-            y[tuple(int(i) for i in index)] = value
+    rows = _rows(x, gen)
+    for k, value in enumerate((float("nan"), float("inf"), float("-inf"))):
+        y[_in_row(x, rows[k % len(rows)], gen)] = value
     return y
 
 
 def _with_extremes(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
-    """A copy of ``x`` with a few large elements, a constant last-dim row and a zero row."""
+    """A copy of ``x`` with a large positive and a large negative element, a
+    constant last-dim row and a zero row, in four different rows when there
+    are four (a row that is overwritten loses nothing planted before)."""
     y = x.clone()
     large = _LARGE.get(x.dtype, _LARGE_DEFAULT)
-    for pos in _positions(x.numel(), 2, gen):
-        index = tuple(int(i) for i in torch.unravel_index(torch.tensor(pos), x.shape)) if x.dim() else ()
-        sign = 1.0 if float(torch.rand((), generator=gen)) < 0.5 else -1.0
-        y[index] = sign * large
+    rows = _rows(x, gen)
+    for k, sign in enumerate((1.0, -1.0)):
+        y[_in_row(x, rows[k % len(rows)], gen)] = sign * large
     if x.dim() >= 1:
-        rows = y.reshape(-1, x.shape[-1]) if y.is_contiguous() else None
-        n_rows = x.numel() // max(1, x.shape[-1])
-        if rows is not None and n_rows >= 2:
-            picks = _positions(n_rows, 2, gen)
-            rows[picks[0]] = rows[picks[0], 0].clone()  # constant row: its own first value
-            rows[picks[1]] = 0.0
-        elif rows is None and x.dim() >= 2:
+        flat_rows = y.reshape(-1, x.shape[-1]) if y.is_contiguous() else None
+        if flat_rows is not None and len(rows) >= 2:
+            constant, zero = (rows[2], rows[3]) if len(rows) >= 4 else (rows[0], rows[1])
+            flat_rows[constant] = flat_rows[constant, 0].clone()  # constant row: its own first value
+            flat_rows[zero] = 0.0
+        elif flat_rows is None and x.dim() >= 2:
             y[(0,) * (x.dim() - 1)] = 0.0  # a strided input: one zero row
     return y

@@ -31,6 +31,7 @@ from lego_core.report import build_report
 from lego_core.search import Search, run_search
 from lego_core.search.boundary import BoundaryStore
 from lego_core.tree import FusionTree, build_tree, node_created
+from lego_core.verify_policy import seeds_record
 
 
 def run_pipeline(spec: ProblemSpec, out_dir: str, config: OptimizeConfig, emit: Sink, run_id: str | None = None) -> dict:
@@ -119,6 +120,7 @@ def _run(spec: ProblemSpec, target: Path, out: Path, config: OptimizeConfig, emi
     report["memory"] = memory_report(meter, emit, tree.root.id)
     report["layout"] = layout_report  # setting, channels_last used, fallback reason if any
     report["run_id"] = run_id
+    report["verification"] = seeds_record(config)  # the seeds, secret while the run checked candidates
     (out / "report.json").write_text(json.dumps(report, indent=2))
     output.commit(out, target, run_id)  # verified: the files move into the target folder by rename
     emit(RunFinished(out_dir=str(target), summary=report["summary"]))

@@ -6,25 +6,45 @@ candidate allocates its outputs) or a list of preallocated tensors that the
 candidate must write into and return.  The *reference* is
 ``ref(inputs) -> list[Tensor]``, the eager ATen ops of the region.
 
-Rules (docs/DESIGN "Correctness and timing rules"), in the order
-:func:`verify` applies them:
+Rules (docs/DESIGN "Correctness and timing rules"; docs/SEARCH.md,
+*Verification*), in the order a candidate meets them:
 
-1. at least three input sets, each built from a recorded seed;
-2. every call gets fresh clones of the inputs, so a candidate that writes
-   into its inputs cannot change what the reference or a later call sees;
-3. outputs are *poisoned* before each candidate call (NaN for floats; for
-   integers and bools, which cannot hold NaN, two runs with two different
-   fills), so an element the candidate never writes fails;
-4. shapes and dtypes match; no NaN/inf where the reference has a finite
-   value; elementwise ``|a - e| <= atol * scale + rtol * |e|`` (``scale``:
-   the reference's RMS, at least 1) and norm-relative
-   ``||a - e|| / ||e|| <= norm_rel`` with dtype-aware :func:`tolerances`;
-   Edge-case sets (``edge_sets``, built by ``lego_core.edge_inputs``: NaN,
-   +-inf, large values, constant and zero rows) follow the seeded ones, and
-   a 16-bit output must be no further from a float64 run of the reference
-   than eager's own output, by :data:`PRECISION_FACTOR`;
-5. a static check (:func:`calls_back_into_reference`) that the source
-   launches a ``@triton.jit`` kernel instead of calling PyTorch's own op.
+1. a static check of the source (:func:`calls_back_into_reference`): a
+   ``@triton.jit`` kernel is defined and launched; host code calls no
+   PyTorch version of a region op nor any heavy op, no private PyTorch API,
+   no ``eval``/``exec``, assigns nothing to ``torch``/``triton``/
+   ``lego_core``, imports nothing that runs work the call trace cannot see
+   (threads, processes, NumPy, ctypes), and jit bodies do not reach torch;
+2. importing the file (``search.load_module``) changes no global torch
+   state, rebinds no torch or lego_core function, writes no file;
+3. at least three input sets, each built from a seed that is drawn at random
+   per run unless fixed (messages name sets by a one-way label,
+   ``verify_policy.seed_label``, never by seed);
+4. the candidate is called on every set twice, in two shuffled passes, once
+   with poisoned preallocated outputs (NaN for floats; for integers and
+   bools two runs with two fills) and once with ``out=None``, then on each
+   edge-case set (``edge_sets``, ``lego_core.edge_inputs``: NaN, +-inf,
+   large values, constant and zero rows); every call gets the same input
+   tensors refilled with its set (:func:`call_schedule`);
+5. each call runs under ``verify_trace.CallTrace`` and must pass
+   ``verify_policy.trace_problem``: no change of global torch state, no
+   function rebound, no file written, no PyTorch compute outside Triton
+   kernels except the sub-problem's ``library_ops``, at least one Triton
+   launch, none on another CUDA stream, no TF32 ``tl.dot`` for fp32;
+6. the call leaves every input bit for bit as it was (parameters included);
+7. ``out=`` calls return the given buffers; ``out=None`` calls return
+   outputs with the reference's strides;
+8. shapes and dtypes match; no NaN/inf where the reference has a finite
+   value (on edge sets, NaN/inf exactly where the reference has them);
+   elementwise ``|a - e| <= atol * scale + rtol * |e|`` (``scale``: the
+   reference's RMS, at least 1) and norm-relative
+   ``||a - e|| / ||e|| <= norm_rel`` with dtype-aware :func:`tolerances`,
+   and the same again over the elements that are not fill values
+   (:func:`fill_values`: ``masked_fill(x, mask, -1e9)``); a 16-bit output
+   must be no further from a float64 run of the reference than eager's own
+   output, by :data:`PRECISION_FACTOR`.
+
+Timing is guarded apart (``lego_core.timing_guard``).
 
 The verifier never raises because a candidate is bad: an exception, a wrong
 return value or a mismatch is a failed :class:`VerifyReport` whose ``reason``
@@ -33,18 +53,23 @@ three input sets) and ``RuntimeError`` when the *reference* itself fails,
 since that is a bug in the caller, not in the candidate.
 
 Usage: ``python -m lego_core.verify`` checks a small built-in example
-(a correct and a broken candidate) and prints both reports.
+(a correct and a broken PyTorch stand-in for a kernel, without the call
+trace) and prints both reports.
 """
 from __future__ import annotations
 
 import ast
 import dataclasses
+import hashlib
 import math
+import random
 from typing import Callable, Sequence
 
 import torch
 
 from lego_core.dtypes import as_dtype  # noqa: F401 - part of this module's API
+from lego_core.verify_policy import seed_label, trace_problem
+from lego_core.verify_trace import CallTrace
 
 Tensor = torch.Tensor
 Candidate = Callable[[list[Tensor], "list[Tensor] | None"], list[Tensor]]
@@ -274,19 +299,97 @@ def _compare_exact(where: str, a: Tensor, e: Tensor) -> Comparison:
 
 def _compare_float(where: str, a: Tensor, e: Tensor, tol: Tolerance) -> Comparison:
     """Float outputs: NaN/inf pattern, elementwise, norm; each piece
-    (:func:`_pieces`) is compared in float64."""
-    max_abs, ref_sq, diff_sq, finite = 0.0, 0.0, 0.0, 0
+    (:func:`_pieces`) is compared in float64.  When the reference holds fill
+    values (:func:`fill_values`: ``masked_fill(x, mask, -1e9)``), the other
+    elements are judged once more on their own: the fills dominate both the
+    norm and the RMS scale of the atol, so an output with every other element
+    zeroed or 10% off would pass the whole-tensor check."""
+    overall = _compare_float_part(where, a, e, tol)
+    if not overall.passed:
+        return overall
+    fills = fill_values(e)
+    if not fills:
+        return overall
+    rest = _compare_float_part(where, a, e, tol, fills)
+    if rest.passed:
+        return overall
+    shown = ", ".join(f"{v:g}" for v in fills)
+    return Comparison(False, overall.max_abs_error, rest.norm_rel_error, f"{rest.reason} (judged apart from the elements holding the fill value {shown})")
+
+
+# A reference value that repeats exactly and is this many times larger than
+# every other element is a fill (-1e9, finfo.min), not data.
+FILL_RATIO = 1.0e4
+MAX_FILL_VALUES = 3
+
+
+def fill_values(e: Tensor) -> tuple[float, ...]:
+    """Fill values of the reference output ``e``: a finite value ``v`` (or a
+    pair ``v``, ``-v``) held by at least two elements, that every element of
+    magnitude at least ``|v| / 2`` holds, and that is at least
+    :data:`FILL_RATIO` times the magnitude of every other element.  Up to
+    :data:`MAX_FILL_VALUES`, largest first; ``()`` when there is none."""
+    fills: list[float] = []
+    while len(fills) < MAX_FILL_VALUES:
+        top = _max_magnitude(e, fills)
+        if top <= 0.0:
+            break
+        values: set[float] = set()
+        count = 0
+        for _, _, ep in _pieces(e, e):
+            ep = ep.double()
+            big = torch.isfinite(ep) & (ep.abs() >= top / 2) & ~_isin(ep, fills)
+            picked = ep[big]
+            count += picked.numel()
+            values.update(float(v) for v in torch.unique(picked)[:3])
+            if len(values) > 2:
+                break
+        if len(values) > 2 or count < 2 or any(abs(v) != top for v in values):
+            break
+        rest = _max_magnitude(e, fills + sorted(values))
+        if rest * FILL_RATIO > top:
+            break
+        fills += sorted(values, key=abs, reverse=True)
+    return tuple(fills)
+
+
+def _max_magnitude(e: Tensor, skip: list[float]) -> float:
+    """The largest finite ``|e|`` over elements not holding a value in ``skip``."""
+    top = 0.0
+    for _, _, ep in _pieces(e, e):
+        ep = ep.double()
+        keep = torch.isfinite(ep) & ~_isin(ep, skip)
+        if bool(keep.any()):
+            top = max(top, float(ep[keep].abs().max()))
+    return top
+
+
+def _isin(x: Tensor, values: Sequence[float]) -> Tensor:
+    if not values:
+        return torch.zeros_like(x, dtype=torch.bool)
+    return torch.isin(x, torch.tensor(list(values), dtype=x.dtype, device=x.device))
+
+
+def _compare_float_part(where: str, a: Tensor, e: Tensor, tol: Tolerance, fills: Sequence[float] = ()) -> Comparison:
+    """:func:`_compare_float` over the elements whose reference value is not in
+    ``fills`` (every element when ``fills`` is empty)."""
+    max_abs, ref_sq, diff_sq, finite, judged = 0.0, 0.0, 0.0, 0, 0
     for offset, ap, ep in _pieces(a, e):
         ap, ep = ap.double(), ep.double()
         a_fin, e_fin = torch.isfinite(ap), torch.isfinite(ep)
+        if fills:
+            e_fin &= ~_isin(ep, fills)  # a fill counts as a value not compared here
         diff = torch.where(a_fin & e_fin, ap - ep, torch.zeros((), dtype=ap.dtype, device=ap.device))
         max_abs = max(max_abs, float(diff.abs().max()))
-        bad_special = _nonfinite_mismatch(where, ap, ep, a_fin, e_fin, offset, a, e)
-        if bad_special:
-            return Comparison(False, max_abs, math.inf, bad_special)
+        if not fills:
+            bad_special = _nonfinite_mismatch(where, ap, ep, a_fin, e_fin, offset, a, e)
+            if bad_special:
+                return Comparison(False, max_abs, math.inf, bad_special)
         ref_sq += float(torch.linalg.vector_norm(torch.where(e_fin, ep, 0.0))) ** 2
         diff_sq += float(torch.linalg.vector_norm(diff)) ** 2
-        finite += int(e_fin.sum())
+        n_fin = int(e_fin.sum())
+        finite += n_fin
+        judged += n_fin if fills else ap.numel()
     ref_norm, diff_norm = math.sqrt(ref_sq), math.sqrt(diff_sq)
     norm_rel = diff_norm / ref_norm if ref_norm > 0 else 0.0
 
@@ -295,6 +398,8 @@ def _compare_float(where: str, a: Tensor, e: Tensor, tol: Tolerance) -> Comparis
     for offset, ap, ep in _pieces(a, e):
         ap, ep = ap.double(), ep.double()
         both = torch.isfinite(ap) & torch.isfinite(ep)
+        if fills:
+            both &= ~_isin(ep, fills)
         diff = torch.where(both, ap - ep, torch.zeros((), dtype=ap.dtype, device=ap.device))
         e_abs = torch.where(torch.isfinite(ep), ep, 0.0).abs()
         excess = diff.abs() - (tol.atol * scale + tol.rtol * e_abs)
@@ -307,7 +412,7 @@ def _compare_float(where: str, a: Tensor, e: Tensor, tol: Tolerance) -> Comparis
         worst = _unravel(worst, a.shape)
         atol_text = f"atol {tol.atol:g}" + (f" x reference RMS {scale:.3g}" if scale > 1.0 else "")
         reason = (
-            f"{where}: {outside} of {a.numel()} elements outside tolerance "
+            f"{where}: {outside} of {judged} elements outside tolerance "
             f"({atol_text}, rtol {tol.rtol:g}), worst at index {worst}: "
             f"{_fmt(a[worst])} vs {_fmt(e[worst])}"
         )
@@ -412,12 +517,14 @@ def needs_two_runs(expected_like: Sequence[Tensor]) -> bool:
 class VerifyReport:
     """Outcome of :func:`verify`.
 
-    ``passed``: every input set, every poisoning variant and the allocating
-    call matched.  ``max_abs_error`` / ``norm_rel_error``: the worst over the
-    runs that were compared (``inf`` if a run could not be compared; see
-    :class:`Comparison`).  ``reason``: one line; on success a summary.
-    ``seeds``: the seeds of the input sets, in order, for the record.
-    ``runs``: how many candidate calls were checked.
+    ``passed``: every call on every input set matched and broke no rule.
+    ``max_abs_error`` / ``norm_rel_error``: the worst over the seeded sets'
+    calls that were compared (``inf`` if a call could not be compared; see
+    :class:`Comparison`).  ``reason``: one line; on success a summary.  It
+    names input sets by :func:`lego_core.verify_policy.seed_label`, never by
+    seed.  ``seeds``: the seeds of the input sets, in order, for the record
+    (not in :meth:`to_dict`: they may still be in use).  ``runs``: how many
+    candidate calls were made.
     """
 
     passed: bool
@@ -428,8 +535,10 @@ class VerifyReport:
     runs: int = 0
 
     def to_dict(self) -> dict:
-        """Plain-data form for events: non-finite numbers become None."""
+        """Plain-data form for events: non-finite numbers become None; seeds
+        are given as their one-way labels (``seed_labels``)."""
         data = dataclasses.asdict(self)
+        data["seed_labels"] = [seed_label(s) for s in data.pop("seeds")]
         for key in ("max_abs_error", "norm_rel_error"):
             if not math.isfinite(data[key]):
                 data[key] = None
@@ -445,6 +554,9 @@ def verify(
     *,
     check_allocating_call: bool = True,
     edge_sets: Sequence[tuple[str, Sequence[Tensor]]] = (),
+    trace: bool = True,
+    library_ops: Sequence[str] | None = None,
+    region_ops: Sequence[str] | None = None,
 ) -> VerifyReport:
     """Check candidate ``run`` against ``ref`` on every input set.
 
@@ -453,16 +565,30 @@ def verify(
     (``len(seeds) == len(input_sets)``, ``ValueError`` otherwise).  ``dtype``:
     the problem's compute dtype, see :func:`compare`.
 
-    For each set: the reference runs on clones of the inputs; the candidate
-    runs on fresh clones with poisoned preallocated outputs (twice, with two
-    fills, when an output is integer or bool) and must return exactly those
-    buffers.  With ``check_allocating_call`` the candidate is also called
-    once with ``out=None`` on the first set.  ``edge_sets``: further
-    ``(label, inputs)`` sets checked the same way after the seeded ones
-    (``lego_core.edge_inputs``: NaN, +-inf, large values, constant and zero
-    rows), where NaN/inf must sit where the reference has them.  A 16-bit
+    The candidate is called many times (:func:`call_schedule`): on every
+    seeded set with poisoned preallocated outputs (twice, with two fills,
+    when an output is integer or bool) and, with ``check_allocating_call``,
+    with ``out=None``; then once more on every seeded set, in another
+    shuffled order; then on each of ``edge_sets`` (``(label, inputs)``,
+    ``lego_core.edge_inputs``: NaN, +-inf, large values, constant and zero
+    rows), where NaN/inf must sit where the reference has them.  Every call
+    gets the same input tensors (same objects, usually the same addresses;
+    see :class:`_InputBuffers`) refilled with that call's set, and must leave
+    them bit for bit as they were; the reference runs on them too.  A 16-bit
     float output is also judged against a float64 reference
     (:func:`precision_mismatch`).  Stops at the first failure.
+
+    ``trace``: each call runs under ``verify_trace.CallTrace`` (or, when
+    ``run`` has a ``traced(inputs, out) -> (outputs, summary)`` method, as
+    a proxy for a candidate in another process does, that summary is used)
+    and :func:`lego_core.verify_policy.trace_problem` judges it: no PyTorch
+    compute outside Triton kernels except ``library_ops``, at least one
+    Triton launch, no other CUDA stream, no TF32 for an fp32 problem, no
+    change of global torch state, no files written.  False skips these
+    rules (pure-PyTorch test doubles).  ``library_ops`` / ``region_ops``:
+    ATen op names; None takes them from the sub-problem whose
+    ``run_reference`` is ``ref`` (``SubProblem.group.library_ops``,
+    ``SubProblem.ops``), else empty.
 
     Raises ``RuntimeError`` if the reference raises or returns something that
     is not a list of tensors; never raises for a bad candidate.
@@ -472,43 +598,152 @@ def verify(
     if len(seeds) != len(input_sets):
         raise ValueError(f"got {len(seeds)} seeds for {len(input_sets)} input sets; record one seed per set")
     seeds = [int(s) for s in seeds]
+    rules = _CallRules(trace, dtype, *ops_of_reference(ref, library_ops, region_ops))
+    buffers = _InputBuffers(keep=bool(getattr(input_sets, "keep_call_buffers", True)))
     worst_abs, worst_norm, runs = 0.0, 0.0, 0
+    schedule = call_schedule(len(input_sets), len(edge_sets), check_allocating_call, seeds)
     n_seeded = len(input_sets)
-    for set_index in range(n_seeded + len(edge_sets)):
+    for set_index, modes in schedule:
         # one input set alive at a time: ``input_sets`` may build each set on
         # demand (lego_core.search.inputs.InputSets), and the sets of a large
         # sub-problem need not fit in device memory together
         if set_index < n_seeded:
             inputs = input_sets[set_index]
-            label = f"input set {set_index} (seed {seeds[set_index]})"
+            label = f"input set {set_index} (seed label {seed_label(seeds[set_index])})"
         else:
             what, inputs = edge_sets[set_index - n_seeded]
             label = f"edge input set {set_index - n_seeded} ({what})"
-        expected = _run_reference(ref, inputs, label)
+        # the reference runs on the call buffers (refilled before every call), not on one more copy
+        expected = _run_reference(ref, buffers.fill(inputs), label, clone=False)
         precise = _precise_reference(ref, inputs, expected)
-        for out_variant in _variants(expected, check_allocating_call and set_index == 0):
-            result = _check_one_call(run, inputs, expected, out_variant, dtype, precise, inf_for_nan=set_index >= n_seeded)
+        for mode in _with_second_fill(modes, expected):
             runs += 1
+            result = _check_one_call(run, inputs, expected, mode, dtype, precise, inf_for_nan=set_index >= n_seeded, rules=rules, buffers=buffers)
             if set_index < n_seeded:  # the reported error is the seeded sets'; edge sets (huge values) pass or fail
                 worst_abs = max(worst_abs, result.max_abs_error)
                 worst_norm = max(worst_norm, result.norm_rel_error)
             if not result.passed:
-                how = "allocating call (out=None)" if out_variant is None else f"poison variant {out_variant}"
-                return VerifyReport(False, worst_abs, worst_norm, f"{label}, {how}: {result.reason}", seeds, runs)
-        del inputs, expected
+                how = "allocating call (out=None)" if mode is None else f"poison variant {mode}"
+                return VerifyReport(False, worst_abs, worst_norm, f"{label}, call {runs}, {how}: {result.reason}", seeds, runs)
+        del inputs, expected, precise
+    buffers.release()
     summary = (
-        f"{len(input_sets)} input sets" + (f" and {len(edge_sets)} edge sets" if edge_sets else "") + f", {runs} candidate calls matched the reference "
+        f"{len(input_sets)} input sets" + (f" and {len(edge_sets)} edge sets" if edge_sets else "") + f", {runs} candidate calls in shuffled order matched the reference "
         f"(max abs error {worst_abs:.3g}, norm-relative {worst_norm:.3g} on the seeded sets)"
     )
     return VerifyReport(True, worst_abs, worst_norm, summary, seeds, runs)
 
 
-def _variants(expected: list[Tensor], with_allocating_call: bool) -> list[int | None]:
-    """Poison variants to run (None: call with ``out=None``)."""
-    variants: list[int | None] = [0, 1] if needs_two_runs(expected) else [0]
-    if with_allocating_call:
-        variants.append(None)
-    return variants
+def call_schedule(n_sets: int, n_edge: int, allocating: bool, seeds: Sequence[int]) -> list[tuple[int, list[int | None]]]:
+    """The order of candidate calls: ``[(set index, [mode]), ...]``, a mode
+    being a poison variant (0; 1 is added where an output needs two fills)
+    or None (``out=None``).  Every seeded set is visited twice, in two
+    shuffled passes, once with poisoned outputs and (``allocating``) once
+    with ``out=None``, the pass that gets which mode drawn per set (the very
+    first call is a poisoned one); the second pass never starts with the set
+    the first ended on.  Then the edge sets (indices ``n_sets`` on), one
+    poisoned call each.  The shuffle is
+    drawn from the seeds: secret seeds give a secret order, fixed seeds a
+    reproducible one.  A candidate that keeps state between calls (right
+    only on its first allocating call, or for its first N calls, or
+    memoised by input identity or address) meets another set's values on a
+    later call."""
+    rng = random.Random(hashlib.sha256(repr(list(seeds)).encode()).digest())
+    first = list(range(n_sets))
+    rng.shuffle(first)
+    again = list(range(n_sets))
+    rng.shuffle(again)
+    while n_sets > 1 and again[0] == first[-1]:
+        rng.shuffle(again)
+    modes: dict[int, list[int | None]] = {}
+    for k in range(n_sets):
+        pair: list[int | None] = [0, None] if allocating else [0, 0]
+        if k != first[0]:  # the first call is poisoned: its failure says the most
+            rng.shuffle(pair)
+        modes[k] = pair
+    schedule = [(k, [modes[k][0]]) for k in first] + [(k, [modes[k][1]]) for k in again]
+    return schedule + [(n_sets + j, [0]) for j in range(n_edge)]
+
+
+def _with_second_fill(modes: list[int | None], expected: list[Tensor]) -> list[int | None]:
+    """``modes`` with poison variant 1 after each 0 when an output cannot hold NaN."""
+    if not needs_two_runs(expected):
+        return modes
+    return [m for mode in modes for m in ((0, 1) if mode == 0 else (mode,))]
+
+
+def ops_of_reference(ref: Reference, library_ops, region_ops) -> tuple[tuple, tuple]:
+    """``(library_ops, region_ops)``: as given, or from the sub-problem whose
+    bound ``run_reference`` is ``ref`` (see :func:`verify`)."""
+    sub = getattr(ref, "__self__", None)
+    if library_ops is None:
+        library_ops = getattr(getattr(sub, "group", None), "library_ops", ()) or ()
+    if region_ops is None:
+        region_ops = getattr(sub, "ops", ()) or ()
+    return tuple(library_ops), tuple(region_ops)
+
+
+@dataclasses.dataclass
+class _CallRules:
+    """What :func:`_check_one_call` enforces beyond the values."""
+
+    trace: bool
+    dtype: object
+    library_ops: tuple
+    region_ops: tuple
+
+    def fp32(self, expected: Sequence[Tensor]) -> bool:
+        """An fp32 problem (or, with no problem dtype, fp32 outputs)."""
+        if self.dtype is not None:
+            return as_dtype(self.dtype) == torch.float32
+        return any(e.dtype == torch.float32 for e in expected)
+
+
+class _InputBuffers:
+    """The tensors every candidate call gets as its inputs: one copy of an
+    input set, refilled (``copy_``) with each call's set.  The same Python
+    objects, usually at the same addresses, carry new values on every call,
+    so a candidate that memoises by identity, ``data_ptr`` or call count
+    returns stale results, and a write into an input is seen by comparing
+    the buffer with the set it was filled from (no second copy).
+
+    ``keep`` False (``input_sets.keep_call_buffers``: a store building sets
+    within a memory bound that has no room for one more copy of a set): the
+    copy is dropped after every call, as a plain per-call clone would be,
+    and made again for the next (identity is then lost; the allocator
+    usually hands out the same block again)."""
+
+    def __init__(self, keep: bool = True) -> None:
+        self.keep = keep
+        self.tensors: list | None = None
+
+    def after_call(self) -> None:
+        if not self.keep:
+            self.tensors = None
+
+    def fill(self, inputs: Sequence[object]) -> list:
+        if self.tensors is None or not self._fits(inputs):
+            self.tensors = _clone_inputs(inputs)
+        else:
+            for buf, x in zip(self.tensors, inputs):
+                if isinstance(x, Tensor):
+                    buf.copy_(x)
+        return list(self.tensors)  # a new list, the same tensors
+
+    def _fits(self, inputs: Sequence[object]) -> bool:
+        if len(inputs) != len(self.tensors):
+            return False
+        for buf, x in zip(self.tensors, inputs):
+            if isinstance(x, Tensor) != isinstance(buf, Tensor):
+                return False
+            if isinstance(x, Tensor) and (buf.shape != x.shape or buf.dtype != x.dtype or buf.device != x.device):
+                return False
+            if not isinstance(x, Tensor) and buf is not x:
+                return False
+        return True
+
+    def release(self) -> None:
+        self.tensors = None
 
 
 def _clone_inputs(inputs: Sequence[Tensor]) -> list[Tensor]:
@@ -516,11 +751,12 @@ def _clone_inputs(inputs: Sequence[Tensor]) -> list[Tensor]:
     return [x.clone() if isinstance(x, Tensor) else x for x in inputs]
 
 
-def _run_reference(ref: Reference, inputs: Sequence[Tensor], label: str) -> list[Tensor]:
-    """Reference outputs as a list of tensors; ``RuntimeError`` if it fails."""
+def _run_reference(ref: Reference, inputs: Sequence[Tensor], label: str, clone: bool = True) -> list[Tensor]:
+    """Reference outputs as a list of tensors (run on copies of ``inputs``
+    unless ``clone`` is False); ``RuntimeError`` if it fails."""
     try:
         with torch.no_grad():
-            outputs = ref(_clone_inputs(inputs))
+            outputs = ref(_clone_inputs(inputs) if clone else list(inputs))
     except Exception as exc:
         raise RuntimeError(f"the reference failed on {label}: {type(exc).__name__}: {exc}") from exc
     if isinstance(outputs, Tensor):
@@ -530,20 +766,46 @@ def _run_reference(ref: Reference, inputs: Sequence[Tensor], label: str) -> list
     return [t.detach() for t in outputs]
 
 
-def _check_one_call(run: Candidate, inputs: Sequence[Tensor], expected: list[Tensor], variant: int | None, dtype, precise: list | None = None, inf_for_nan: bool = False) -> Comparison:
-    """Call the candidate once (poisoned ``out`` or ``out=None``) and compare
-    (and, for 16-bit outputs with a ``precise`` reference, :func:`precision_mismatch`).
+def _call(run: Candidate, inputs: list, out: list | None, trace: bool) -> tuple[object, dict | None]:
+    """Call the candidate (under a ``CallTrace`` when ``trace``): (returned, summary or None)."""
+    traced = getattr(run, "traced", None)
+    with torch.no_grad():
+        if trace and traced is not None:
+            return traced(inputs, out)
+        if not trace:
+            return run(inputs, out), None
+        with CallTrace() as call_trace:
+            returned = run(inputs, out)
+        return returned, call_trace.summary()
+
+
+def _check_one_call(run: Candidate, inputs: Sequence[Tensor], expected: list[Tensor], variant: int | None, dtype, precise: list | None = None, inf_for_nan: bool = False, rules: _CallRules | None = None, buffers: _InputBuffers | None = None) -> Comparison:
+    """Call the candidate once (poisoned ``out`` or ``out=None``) and judge
+    the call: the trace (:func:`lego_core.verify_policy.trace_problem`), its
+    inputs left as they were, the returned buffers (``out=``) or strides
+    (``out=None``), then the values (:func:`compare`, and for 16-bit outputs
+    with a ``precise`` reference :func:`precision_mismatch`).
     ``inf_for_nan`` (edge sets): an infinity where the reference is NaN is
     accepted; eager itself does not agree with itself there (CPU GELU of +inf
     is inf on its scalar path and NaN on its vectorized one), while a finite
     value where the reference is NaN still fails."""
+    rules = rules or _CallRules(False, dtype, (), ())
+    buffers = buffers or _InputBuffers()
     out = None if variant is None else poisoned_outputs(expected, variant)
     try:
-        with torch.no_grad():
-            returned = run(_clone_inputs(inputs), out)
+        returned, summary = _call(run, buffers.fill(inputs), out, rules.trace)
         _synchronize(expected)
     except Exception as exc:  # a bad candidate is a result, not an error
         return Comparison(False, math.inf, math.inf, f"candidate raised {_describe_exception(exc)}")
+    finally:
+        written = _written_inputs(buffers.tensors or (), inputs)
+        buffers.after_call()
+    if summary is not None:
+        problem = trace_problem(summary, library_ops=rules.library_ops, region_ops=rules.region_ops, fp32=rules.fp32(expected))
+        if problem:
+            return Comparison(False, math.inf, math.inf, problem)
+    if written:
+        return Comparison(False, math.inf, math.inf, written)
     if isinstance(returned, Tensor):
         returned = [returned]
     if out is not None:
@@ -551,6 +813,10 @@ def _check_one_call(run: Candidate, inputs: Sequence[Tensor], expected: list[Ten
         if not_written_in_place:
             return Comparison(False, math.inf, math.inf, not_written_in_place)
         returned = out
+    else:
+        strides = _stride_mismatch(returned, expected)
+        if strides:
+            return Comparison(False, math.inf, math.inf, strides)
     if inf_for_nan:
         expected = [_inf_for_nan(a, e) for a, e in zip(returned, expected)]
     result = compare(returned, expected, dtype)
@@ -560,6 +826,62 @@ def _check_one_call(run: Candidate, inputs: Sequence[Tensor], expected: list[Ten
             if reason:
                 return Comparison(False, result.max_abs_error, result.norm_rel_error, reason)
     return result
+
+
+def _written_inputs(given: Sequence[object], inputs: Sequence[object]) -> str:
+    """A reason when the candidate changed a tensor it was given as an input
+    (bit for bit: NaN payloads and -0.0 count), or ``""``."""
+    for k, (buf, x) in enumerate(zip(given, inputs)):
+        if isinstance(buf, Tensor) and isinstance(x, Tensor) and not same_bits(buf, x):
+            return f"wrote into input {k} (shape {tuple(x.shape)}); inputs, the model's parameters among them, must be left as they were"
+    return ""
+
+
+def same_bits(a: Tensor, b: Tensor) -> bool:
+    """Whether ``a`` and ``b`` (same shape and dtype) hold the same bits,
+    compared piece by piece (:func:`_pieces`) so no full-size temporary is made."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.is_complex():
+        a, b = torch.view_as_real(a), torch.view_as_real(b)
+    bits = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}.get(a.element_size())
+    for _, ap, bp in _pieces(a.detach(), b.detach()):
+        if bits is not None and ap.dtype != bits:
+            ap, bp = ap.contiguous().view(bits), bp.contiguous().view(bits)
+        if not torch.equal(ap, bp):
+            return False
+    return True
+
+
+def _stride_mismatch(returned: object, expected: Sequence[Tensor]) -> str:
+    """A reason when an allocated output's strides differ from the reference's
+    (dimensions of size 1 have no meaningful stride and are skipped), or
+    ``""``.  A reference output that is a view into a larger buffer (not
+    dense) sets no layout: a kernel cannot allocate a part of a buffer."""
+    if not isinstance(returned, (list, tuple)):
+        return ""
+    for k, (a, e) in enumerate(zip(returned, expected)):
+        if not isinstance(a, Tensor) or a.shape != e.shape:
+            return ""  # compare() names the problem
+        if not _dense(e):
+            continue
+        got = [s for s, n in zip(a.stride(), a.shape) if n > 1]
+        want = [s for s, n in zip(e.stride(), e.shape) if n > 1]
+        if got != want:
+            return f"output {k}: strides {tuple(a.stride())} != the reference's {tuple(e.stride())} (later ops read the output through them)"
+    return ""
+
+
+def _dense(t: Tensor) -> bool:
+    """Whether ``t``'s elements fill their span of memory exactly once, in some
+    order of dimensions (contiguous, channels-last, a transpose)."""
+    dims = sorted((s, n) for s, n in zip(t.stride(), t.shape) if n > 1)
+    expected = 1
+    for stride, size in dims:
+        if stride != expected:
+            return False
+        expected *= size
+    return True
 
 
 def _inf_for_nan(actual: object, expected: Tensor) -> Tensor:
@@ -699,8 +1021,27 @@ _AMBIGUOUS_METHODS = frozenset({"add", "copy", "update", "get", "pop", "index", 
 # Names that defeat any static check; their presence alone is a failure.
 _EVASIVE_CALLS = frozenset({"eval", "exec", "__import__"})
 _FORBIDDEN_PREFIXES = ("torch.compile", "torch._inductor", "torch._dynamo", "torch.jit", "torch._C", "torch.export")
+# Modules a kernel file has no business importing: each runs work that the
+# call trace (lego_core.verify_trace) does not see (other threads, processes,
+# NumPy on the host, raw memory) or undoes the trace (garbage-collector walks).
+_FORBIDDEN_MODULES = frozenset({
+    "threading", "_thread", "concurrent", "multiprocessing", "subprocess", "ctypes", "cffi", "numpy",
+    "gc", "socket", "signal", "importlib", "inspect", "pickle", "marshal", "lego_core",
+})
+# Names a @triton.jit body must not reach: under the interpreter the body runs
+# as Python, so it could run PyTorch or host code there.
+_JIT_FORBIDDEN_ROOTS = frozenset({"torch", "numpy", "os", "sys", "builtins", "open", "exec", "eval", "__import__", "getattr", "globals"})
 # torch.nn constructors that are plain containers, not compute.
 _NN_CONTAINERS = frozenset({"Module", "Parameter", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict", "Buffer"})
+
+
+def _private_torch(name: str) -> bool:
+    """``torch.utils._python_dispatch.x``, ``torch._refs.softmax``: a dotted
+    torch name with a private (``_x``, not ``__x__``) part."""
+    parts = name.split(".")
+    if parts[:2] == ["torch", "ops"]:
+        return False  # ATen op names (torch.ops.aten._softmax) are public; region ops are checked apart
+    return parts[0] == "torch" and any(p.startswith("_") and not p.endswith("__") for p in parts[1:])
 
 
 def op_base_name(op: str) -> str:
@@ -783,19 +1124,69 @@ class _CallbackChecker(ast.NodeVisitor):
         for alias in node.names:
             local = alias.asname or alias.name.split(".")[0]
             self.aliases[local] = alias.name if alias.asname else local
+            self._check_module(node, alias.name)
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
         for alias in node.names:
             self.aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}" if node.module else alias.name
-        if node.module and node.module.split(".")[0] == "importlib":
-            self._flag(node, "imports importlib")
+            if node.module:
+                self._check_module(node, f"{node.module}.{alias.name}")
+
+    def _check_module(self, node: ast.AST, name: str) -> None:
+        root = name.split(".")[0]
+        if root in _FORBIDDEN_MODULES:
+            self._flag(node, f"imports {root}, which runs work the verifier's call trace does not see")
+        elif _private_torch(name):
+            self._flag(node, f"imports {name}, PyTorch's private API (it can hide what the code runs)")
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        for target in node.targets:
+            self._check_store(target)
+        self.generic_visit(node)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> None:
+        self._check_store(node.target)
+        self.generic_visit(node)
+
+    def visit_Delete(self, node: ast.Delete) -> None:
+        for target in node.targets:
+            self._check_store(target)
+        self.generic_visit(node)
+
+    def _check_store(self, target: ast.expr) -> None:
+        """``torch.softmax = ...``, ``torch.backends.cuda.matmul.allow_tf32 = True``."""
+        if isinstance(target, (ast.Tuple, ast.List)):
+            for element in target.elts:
+                self._check_store(element)
+        elif isinstance(target, (ast.Attribute, ast.Subscript)):
+            name = self._qualified(target.value if isinstance(target, ast.Subscript) else target)
+            if name is not None and name.split(".")[0] in ("torch", "triton", "lego_core"):
+                self._flag(target, f"assigns to {name}: a kernel file must not change PyTorch, Triton or the verifier")
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        name = self._qualified(node)
+        if name is not None and _private_torch(name):
+            self._flag(node, f"uses {name}, PyTorch's private API (it can hide what the code runs)")
+            return
+        self.generic_visit(node)
 
     # definitions ------------------------------------------------------------
     def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
         if any(self._is_triton_jit(d) for d in node.decorator_list):
             self.jit_functions.add(node.name)
+            self._check_jit_body(node)
             return  # device code: tl.* calls, not PyTorch
         self.generic_visit(node)
+
+    def _check_jit_body(self, node: ast.FunctionDef) -> None:
+        """Device code may use tl, triton and its own names, not torch or host Python."""
+        params = {a.arg for a in node.args.args + node.args.kwonlyargs}
+        for inner in ast.walk(node):
+            if isinstance(inner, ast.Name) and inner.id not in params:
+                root = self.aliases.get(inner.id, inner.id).split(".")[0]
+                if root in _JIT_FORBIDDEN_ROOTS:
+                    self._flag(inner, f"the @triton.jit function {node.name} uses {inner.id} (device code cannot run PyTorch or host Python)")
+                    return
 
     visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
 
@@ -817,7 +1208,7 @@ class _CallbackChecker(ast.NodeVisitor):
                 self.launches.add(kernel.attr)
             elif isinstance(kernel, ast.Name):
                 self.launches.add(kernel.id)
-        else:
+        elif not self._check_numpy_method(node, func):
             self._check_call(node, func)
         self.generic_visit(node)
 
@@ -836,6 +1227,8 @@ class _CallbackChecker(ast.NodeVisitor):
         parts = name.split(".")
         if name in _EVASIVE_CALLS or (parts[0] == "builtins" and parts[-1] in _EVASIVE_CALLS):
             self._flag(node, f"calls {parts[-1]}(), which hides what the code runs")
+        elif parts[0] in ("setattr", "delattr") and node.args and (self._qualified(node.args[0]) or "").split(".")[0] in ("torch", "triton", "lego_core"):
+            self._flag(node, f"calls {parts[0]}() on {self._qualified(node.args[0])}: a kernel file must not change PyTorch, Triton or the verifier")
         elif parts[0] == "getattr" and node.args and self._qualified(node.args[0]) in ("torch", "torch.nn.functional"):
             self._flag(node, "looks up a PyTorch function with getattr()")
         elif parts[0] != "torch":
@@ -868,6 +1261,12 @@ class _CallbackChecker(ast.NodeVisitor):
             root = node.id
         return ".".join([root, *reversed(parts)])
 
+    def _check_numpy_method(self, node: ast.Call, func: ast.expr) -> bool:
+        if isinstance(func, ast.Attribute) and func.attr == "numpy" and self._qualified(func) is None:
+            self._flag(node, "calls .numpy(): computing on the host with NumPy instead of a Triton kernel")
+            return True
+        return False
+
     def _flag(self, node: ast.AST, message: str) -> None:
         if self.problem is None:
             self.problem = f"line {getattr(node, 'lineno', '?')}: {message}"
@@ -896,8 +1295,8 @@ def _demo() -> None:
 
     seeds = [101, 202, 303]
     sets = [[torch.randn(4, 8, generator=torch.Generator().manual_seed(s))] for s in seeds]
-    for name, candidate in (("good", good), ("bad", bad)):
-        print(name, verify(candidate, ref, sets, "fp32", seeds))
+    for name, candidate in (("good", good), ("bad", bad)):  # PyTorch stand-ins for kernels: no call trace
+        print(name, verify(candidate, ref, sets, "fp32", seeds, trace=False))
 
 
 if __name__ == "__main__":

@@ -111,6 +111,7 @@ class BoundaryStore:
             self._make_room(wanted, max(working, self.run_bytes if missing else 0))
             if missing:
                 self._recompute(k, set(missing), working)
+                self._make_room(wanted, working)  # optional values kept while the run was under the limit must not eat the check's room
             for key in wanted:
                 self._cache.move_to_end(key)
                 found[key[1]] = self._cache[key]

@@ -14,11 +14,30 @@ from lego_core.tree import OrNode
 
 
 def load_module(path: Path, name: str) -> ModuleType:
-    """Import a Python file as a module (Triton's @jit needs a real file)."""
+    """Import a Python file as a module (Triton's @jit needs a real file).
+
+    The import runs under ``verify_trace.import_guard``: a file that, while
+    it is imported, changes global torch state (TF32 flags, default dtype,
+    the RNG), rebinds a torch or lego_core function (``torch.softmax``,
+    ``verify.compare``), writes files or starts processes raises
+    ``ImportError`` with the reason (``verify_policy.import_problem``), and
+    what it changed is put back first."""
+    from lego_core.verify_policy import import_problem
+    from lego_core.verify_trace import import_guard
+
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
-    spec.loader.exec_module(module)
+    try:
+        with import_guard() as seen:
+            spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    problem = import_problem(seen)
+    if problem:
+        sys.modules.pop(name, None)
+        raise ImportError(f"{Path(path).name}: {problem}")
     return module
 
 
@@ -76,14 +95,19 @@ class InputSets(Sequence):
     indexed: ``sets[k]`` fetches seed ``k``'s boundary values (making room
     for the check's working set, ``boundary.working_bytes``) and perturbs
     parameters as ``leaf_input_sets`` does.  Drop a set before asking for the
-    next when memory is tight (``verify.verify`` does)."""
+    next when memory is tight (``verify.verify`` does).  ``verify.verify``
+    keeps one copy of an input set alive across sets (every call gets the
+    same tensors, refilled) when ``keep_call_buffers`` says there is room
+    for it beside a set and the check's working set."""
 
     def __init__(self, leaf: OrNode, store, parameters: set[str], seeds: tuple):
-        from lego_core.search.boundary import working_bytes
+        from lego_core.search.boundary import _nbytes, working_bytes
 
         self.leaf, self.store, self.parameters, self.seeds = leaf, store, parameters, seeds
         self.names = [n.name for n in leaf.sub.inputs]
+        self.held = sum(_nbytes(n) for n in leaf.sub.inputs)  # one input set
         self.working = working_bytes(leaf.sub)
+        self.holding = False  # whether the verifier keeps a copy of a set across fetches
 
     def __len__(self) -> int:
         return len(self.store)
@@ -93,8 +117,16 @@ class InputSets(Sequence):
             return [self[i] for i in range(*k.indices(len(self)))]
         if not 0 <= k < len(self):
             raise IndexError(k)
-        env = self.store.fetch(k, self.names, self.working)
+        env = self.store.fetch(k, self.names, self.working + (self.held if self.holding else 0))
         return _input_set(self.leaf, env, self.parameters, self.seeds, k)
+
+    @property
+    def keep_call_buffers(self) -> bool:
+        """Whether one more copy of an input set fits under the store's limit
+        beside a set and the check's working set (``verify._InputBuffers``);
+        when it does, later fetches keep room for that copy."""
+        self.holding = self.store.room() >= 2 * self.held + self.working
+        return self.holding
 
     def timing_sets(self) -> list[list]:
         """Input sets to time on, all alive at once: every seed's while they fit

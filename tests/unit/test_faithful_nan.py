@@ -186,8 +186,9 @@ def test_verify_edge_sets_reject_a_nan_dropping_row_max():
         return out
 
     sets = _sets()
-    assert verify(nan_dropping, ref, sets, "fp32", [1, 2, 3]).passed
-    report = verify(nan_dropping, ref, sets, "fp32", [1, 2, 3], edge_sets=edge_input_sets(sets[0], None, 1))
+    # a PyTorch test double of a kernel: the call-trace rules are off (tests/hacks covers them)
+    assert verify(nan_dropping, ref, sets, "fp32", [1, 2, 3], trace=False).passed
+    report = verify(nan_dropping, ref, sets, "fp32", [1, 2, 3], edge_sets=edge_input_sets(sets[0], None, 1), trace=False)
     assert not report.passed and "edge input set 0 (NaN and +-inf)" in report.reason and "NaN" in report.reason
 
 
@@ -202,7 +203,7 @@ def test_edge_sets_edit_activations_only_and_keep_the_reference_in_charge():
     assert torch.equal(special[1], w) and torch.equal(x, x)  # the original is not edited
     ref = lambda xs: [torch.nan_to_num(xs[0], nan=0.0, posinf=1.0, neginf=-1.0) * xs[1]]  # noqa: E731
     honest = lambda xs, out: ref(xs) if out is None else [out[0].copy_(ref(xs)[0])]  # noqa: E731
-    assert verify(honest, ref, _sets() and [[x, w]] * 3, "fp32", [1, 2, 3], edge_sets=sets).passed
+    assert verify(honest, ref, _sets() and [[x, w]] * 3, "fp32", [1, 2, 3], edge_sets=sets, trace=False).passed
 
 
 def test_precision_bound_rejects_truncation_to_bf16():

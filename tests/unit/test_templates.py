@@ -609,7 +609,7 @@ def test_verify_rejects_a_broken_kernel(kind, case_id, breakage, expected, tmp_p
     assert not report.passed
     reason = report.reason
     assert "\n" not in reason and len(reason) < 400, reason
-    assert reason.startswith("input set 0 (seed 101), poison variant 0: output 0: "), reason
+    assert re.match(r"input set \d \(seed label [0-9a-f]{8}\), call 1, poison variant 0: output 0: ", reason), reason
     assert expected in reason, reason
 
 

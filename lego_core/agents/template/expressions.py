@@ -242,8 +242,12 @@ def row_reduction_lines(node: fx.Node, a: list[str], var: str) -> list[str]:
         return lines + [f"{var} = {x} - {var}_max - tl.log({var}_sum)"]
     if name == "aten.native_layer_norm.default":
         weight, bias, eps = a[2], a[3], node.args[4]
+        # the mean refined once by the mean of the residuals: a constant row then has
+        # exactly its value as mean and centres to 0, as eager's Welford mean does
+        # (an ulp off, the 1/sqrt(eps) of a zero-variance row magnifies it 300 times)
         lines = [
             f"{var}_1 = tl.sum({masked(x, '0.0')}, axis=0) / n_cols",
+            f"{var}_1 = {var}_1 + tl.sum({masked(f'{x} - {var}_1', '0.0')}, axis=0) / n_cols",
             f"{var}_centered = {masked(f'{x} - {var}_1', '0.0')}",
             f"{var}_var = tl.sum({var}_centered * {var}_centered, axis=0) / n_cols",
             f"{var}_2 = tl.math.rsqrt({var}_var + {literal(float(eps))})",

@@ -1,0 +1,162 @@
+"""Adversarial candidates (issue 10, section 1): each hack is rejected for its
+own reason, each honest control is accepted.
+
+The corpus is in ``corpus.py`` (one complete kernel file per entry, the kind
+of trick and the defence that must catch it); the sub-problems are captured
+once per module from tiny models (``hacks_support.MODELS``) and judged by the
+search's own ``Search._check`` (``hacks_support.judge_candidate``) with
+verification seeds drawn at random, as a run draws them.
+"""
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import pytest
+import torch
+
+from corpus import CONTROLS, GPU_HACKS, HACKS
+from hacks_support import MODELS, PUBLIC_SEEDS, build_case, judge_candidate
+
+pytestmark = [pytest.mark.hacks, pytest.mark.filterwarnings("ignore:.*LeafSpec.*:FutureWarning"), pytest.mark.filterwarnings("ignore::RuntimeWarning")]
+
+
+@pytest.fixture(scope="module")
+def cases(tmp_path_factory):
+    """Every sub-problem of the corpus, captured once."""
+    root = tmp_path_factory.mktemp("hacks")
+    return {name: build_case(name, root / name) for name in MODELS}
+
+
+@pytest.mark.parametrize("hack", HACKS, ids=lambda h: h.name)
+def test_hack_is_rejected_for_its_own_reason(hack, cases):
+    cand = judge_candidate(hack.source, cases[hack.case])
+    assert not cand.usable, f"{hack.name} ({hack.kind}) was accepted: {cand.verified.reason}"
+    reason = cand.rejected_reason
+    assert hack.expect in reason, f"{hack.name} ({hack.kind}) rejected for another reason: {reason}"
+    assert "\n" not in reason and len(reason) < 500, reason
+    seeds = cases[hack.case].search().config.verify_seeds
+    assert not any(str(seed) in reason for seed in seeds), f"the reason reveals a seed in use: {reason}"
+
+
+@pytest.mark.parametrize("control", CONTROLS, ids=lambda c: c.name)
+def test_honest_control_is_accepted(control, cases):
+    cand = judge_candidate(control.source, cases[control.case])
+    assert cand.usable, f"{control.name} ({control.why}) was rejected: {cand.rejected_reason}"
+    assert cand.verified.runs >= 8  # 3 seeded sets twice each, then 2 edge sets
+
+
+def test_memorised_seeds_pass_only_when_the_seeds_are_public(cases):
+    """The seed hack is not a straw man: with the seeds every run used to
+    have it is accepted; with the seeds a run now draws it is not."""
+    hack = next(h for h in HACKS if h.name == "memorised_public_seeds")
+    assert judge_candidate(hack.source, cases["softmax"], seeds=PUBLIC_SEEDS).usable
+    drawn = cases["softmax"].search().config
+    assert drawn.seeds_drawn and set(drawn.verify_seeds).isdisjoint(PUBLIC_SEEDS)
+    assert not judge_candidate(hack.source, cases["softmax"]).usable
+
+
+def test_fill_value_hacks_pass_the_whole_tensor_check(cases):
+    """Without judging the non-fill elements apart, the masked_fill hacks pass
+    both the elementwise and the norm-relative check."""
+    from lego_core.verify import _compare_float_part, tolerances
+
+    scores = torch.randn(8, 128, generator=torch.Generator().manual_seed(0))
+    mask = torch.rand(8, 128, generator=torch.Generator().manual_seed(1)) < 0.3
+    expected = scores.masked_fill(mask, -1e9)
+    for wrong in (torch.where(mask, expected, 0.0), torch.where(mask, expected, scores * 1.1)):
+        assert _compare_float_part("output 0", wrong, expected, tolerances(torch.float32)).passed
+
+
+def test_the_import_guard_leaves_torch_as_it_was(cases):
+    """A file that patched the reference op at import is rejected and the
+    patch is undone: the reference still computes softmax afterwards."""
+    hack = next(h for h in HACKS if h.name == "import_patches_aten_softmax")
+    judge_candidate(hack.source, cases["softmax"])
+    x = torch.randn(2, 8)
+    assert torch.allclose(torch.ops.aten._softmax.default(x, -1, False), torch.softmax(x, -1))
+    honest = next(c for c in CONTROLS if c.name == "softmax_honest")
+    assert judge_candidate(honest.source, cases["softmax"]).usable
+
+
+def test_template_agent_kernels_pass_the_trace_rules(cases):
+    """The template agent's own kernels for these sub-problems verify under the
+    same rules (the corpus's honest kernels are not the only honest ones)."""
+    from lego_core.agents.template.agent import TemplateAgent
+
+    agent = TemplateAgent()
+    judged = []
+    for case in cases.values():
+        if agent.can_attempt(case.node.sub):
+            proposal = agent.propose(case.node.sub, [])
+            cand = judge_candidate(proposal.source, case)
+            assert cand.usable, f"{case.name}: {cand.rejected_reason}"
+            judged.append(case.name)
+    assert {"softmax", "add_relu", "layer_norm", "masked_fill"} <= set(judged), judged
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("hack", [h for h in GPU_HACKS if h.name != "memo_when_timed"], ids=lambda h: h.name)
+def test_gpu_hack_is_rejected(hack, tmp_path):
+    """On a GPU: verification itself rejects the stream and TF32 hacks."""
+    if not torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") == "1":
+        pytest.skip("needs a CUDA GPU with compiled Triton kernels")
+    from gpu_hacks import verify_on_gpu
+
+    reason = verify_on_gpu(hack, tmp_path)
+    assert hack.expect in reason, reason
+
+
+@pytest.mark.gpu
+def test_timing_guard_rejects_memoised_timing(tmp_path):
+    if not torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") == "1":
+        pytest.skip("needs a CUDA GPU with compiled Triton kernels")
+    from gpu_hacks import time_on_gpu
+
+    hack = next(h for h in GPU_HACKS if h.name == "memo_when_timed")
+    guarded = time_on_gpu(hack.source, "add_relu", tmp_path)
+    assert not guarded.believed and hack.expect in guarded.reason, guarded
+    honest = time_on_gpu(next(c for c in CONTROLS if c.name == "add_relu_honest").source, "add_relu", tmp_path)
+    assert honest.believed, honest
+
+
+def _cpu_median_ms(fn, sets, rounds: int = 3) -> float:
+    """A stand-in for ``costing.measure_ms`` on the CPU (the guard's logic, not its numbers)."""
+    import statistics
+    import time
+
+    times = []
+    for _ in range(rounds):
+        for xs in sets:
+            start = time.perf_counter()
+            fn(xs)
+            times.append((time.perf_counter() - start) * 1e3)
+    return statistics.median(times)
+
+
+def _guarded(source, case, **kwargs):
+    from gpu_hacks import input_sets, load_candidate
+    from lego_core.timing_guard import guarded_measure_ms
+
+    module = load_candidate(source, case.work / "timing")
+    return guarded_measure_ms(lambda *xs, out=None: module.launch(*xs, out=out), input_sets(case), case.node.sub.run_reference, **kwargs)
+
+
+def test_timing_guard_catches_memoised_timing_under_the_interpreter(cases):
+    """The memo hack verifies (every verification call has a new output
+    buffer) but, timed on the same inputs into the same output, stops
+    launching: the calls after timing show it."""
+    hack = next(h for h in GPU_HACKS if h.name == "memo_when_timed")
+    assert judge_candidate(hack.source, cases["add_relu"]).usable  # what made it a timing hack
+    guarded = _guarded(hack.source, cases["add_relu"], measure=_cpu_median_ms)
+    assert not guarded.believed and hack.expect in guarded.reason, guarded
+    honest = _guarded(next(c for c in CONTROLS if c.name == "add_relu_honest").source, cases["add_relu"], measure=_cpu_median_ms)
+    assert honest.believed, honest
+
+
+def test_timing_guard_floor_rejects_an_impossible_time(cases):
+    honest = next(c for c in CONTROLS if c.name == "softmax_honest").source
+    guarded = _guarded(honest, cases["softmax"], measure=lambda fn, sets: 1e-6, min_bytes=64 << 20)
+    assert "faster than the memory roofline allows" in guarded.reason, guarded
+    assert guarded.floor_ms > 2e-6
