@@ -557,6 +557,7 @@ def verify(
     trace: bool = True,
     library_ops: Sequence[str] | None = None,
     region_ops: Sequence[str] | None = None,
+    precise_limit_bytes: int | None = None,
 ) -> VerifyReport:
     """Check candidate ``run`` against ``ref`` on every input set.
 
@@ -576,7 +577,11 @@ def verify(
     see :class:`_InputBuffers`) refilled with that call's set, and must leave
     them bit for bit as they were; the reference runs on them too.  A 16-bit
     float output is also judged against a float64 reference
-    (:func:`precision_mismatch`).  Stops at the first failure.
+    (:func:`precision_mismatch`), unless that reference's memory (estimated
+    by :func:`float64_working_bytes`) exceeds ``precise_limit_bytes`` (None:
+    no limit): a float64 run of a 16k-token attention region holds 4x its
+    score matrices, more than the run's memory bound.  Stops at the first
+    failure.
 
     ``trace``: each call runs under ``verify_trace.CallTrace`` (or, when
     ``run`` has a ``traced(inputs, out) -> (outputs, summary)`` method, as
@@ -615,7 +620,8 @@ def verify(
             label = f"edge input set {set_index - n_seeded} ({what})"
         # the reference runs on the call buffers (refilled before every call), not on one more copy
         expected = _run_reference(ref, buffers.fill(inputs), label, clone=False)
-        precise = _precise_reference(ref, inputs, expected)
+        wide_ok = precise_limit_bytes is None or float64_working_bytes(ref, inputs, expected) <= precise_limit_bytes
+        precise = _precise_reference(ref, inputs, expected) if wide_ok else None
         for mode in _with_second_fill(modes, expected):
             runs += 1
             result = _check_one_call(run, inputs, expected, mode, dtype, precise, inf_for_nan=set_index >= n_seeded, rules=rules, buffers=buffers)
@@ -901,6 +907,23 @@ def _inf_for_nan(actual: object, expected: Tensor) -> Tensor:
 PRECISION_FACTOR = 1.5
 PRECISION_FLOOR = 2.0**-12
 _SIXTEEN_BIT = (torch.bfloat16, torch.float16)
+
+
+def float64_working_bytes(ref: Reference, inputs: Sequence[Tensor], expected: list[Tensor]) -> int:
+    """Bytes a float64 run of ``ref`` allocates (an estimate): float64 copies
+    of the floating inputs, its outputs, and, when ``ref`` is a sub-problem's
+    ``run_reference``, twice its largest intermediate, all at 8 bytes an
+    element."""
+    def wide(t) -> int:
+        return 8 * t.numel() if isinstance(t, Tensor) and t.is_floating_point() else 0
+
+    total = sum(wide(x) for x in inputs) + 2 * sum(wide(e) for e in expected)
+    sub = getattr(ref, "__self__", None)
+    nodes = getattr(sub, "nodes", None)
+    if nodes:
+        sizes = [v.numel() for n in nodes for v in [n.meta.get("val")] if isinstance(v, Tensor) and v.is_floating_point()]
+        total += 2 * 8 * max(sizes, default=0)
+    return total
 
 
 def _precise_reference(ref: Reference, inputs: Sequence[Tensor], expected: list[Tensor]) -> list[Tensor | None] | None:

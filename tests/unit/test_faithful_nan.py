@@ -215,3 +215,26 @@ def test_precision_bound_rejects_truncation_to_bf16():
     assert precision_mismatch("output 0", eager.clone(), eager, hi) == ""
     reason = precision_mismatch("output 0", truncated, eager, hi)
     assert "as far from a float64 reference" in reason
+
+
+def test_the_float64_bound_is_skipped_when_its_reference_would_not_fit():
+    """verify() judges a bf16 candidate against float64 only when a float64
+    run of the reference fits ``precise_limit_bytes`` (a 16k-token attention
+    region in float64 holds 4x its score matrices): a truncating candidate is
+    caught with room, passes on the dtype tolerance without it."""
+    ref = lambda xs: [(xs[0].float() * 1.5).bfloat16()]  # noqa: E731
+
+    def truncating(xs, out):
+        y = (xs[0].float() * 1.5).view(torch.int32) & -65536
+        y = y.view(torch.float32).bfloat16()
+        return [y] if out is None else [out[0].copy_(y)]
+
+    sets = [[torch.randn(64, 64).bfloat16()] for _ in range(3)]
+    caught = verify(truncating, ref, sets, "bf16", [1, 2, 3], trace=False)
+    assert not caught.passed and "as far from a float64 reference" in caught.reason
+    from lego_core.verify import float64_working_bytes
+
+    need = float64_working_bytes(ref, sets[0], ref(sets[0]))
+    assert need == 8 * 64 * 64 * 3  # input, and twice the output (no sub-problem: no intermediates)
+    assert verify(truncating, ref, sets, "bf16", [1, 2, 3], trace=False, precise_limit_bytes=need - 1).passed
+    assert not verify(truncating, ref, sets, "bf16", [1, 2, 3], trace=False, precise_limit_bytes=need).passed
