@@ -188,6 +188,8 @@ def owned(t: torch.Tensor) -> torch.Tensor:
     copy = torch.empty(storage.nbytes(), dtype=torch.uint8, device=t.device)
     if storage.nbytes():
         copy.copy_(torch.tensor([], dtype=torch.uint8, device=t.device).set_(storage))
+        if t.is_cuda:  # done before the executor may free what it sent (at its next request)
+            torch.cuda.current_stream(t.device).synchronize()
     return torch.empty(0, dtype=t.dtype, device=t.device).set_(copy.untyped_storage(), t.storage_offset(), t.shape, t.stride())
 
 
