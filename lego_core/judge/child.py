@@ -168,6 +168,7 @@ def serve(conn, options: dict) -> None:
     from lego_core import sandbox
 
     sandbox._die_with_parent()
+    _watch(options.get("lifeline"))
     sandbox._limit_resources()
     sandbox._isolate_network()
     sys.dont_write_bytecode = True  # no bytecode of candidate (or shipped) files written from here
@@ -213,6 +214,25 @@ def serve(conn, options: dict) -> None:
         state.keep = reply
         conn.send_bytes(out)
         del reply, out, data, payload
+
+
+def _watch(lifeline) -> None:
+    """Exit when the judge's process ends: it holds the only writing end of
+    ``lifeline``, so reading it ends (EOFError) exactly then.  (The fork
+    server is this process's parent, so PR_SET_PDEATHSIG does not cover the
+    judge; a candidate stuck in a loop must not outlive it.)"""
+    if lifeline is None:
+        return
+    import threading
+
+    def wait() -> None:
+        try:
+            lifeline.recv_bytes()
+        except BaseException:  # noqa: BLE001 - EOF or anything else: the judge is gone
+            pass
+        os._exit(70)
+
+    threading.Thread(target=wait, name="lego-lifeline", daemon=True).start()
 
 
 def preload() -> None:

@@ -99,12 +99,17 @@ class Executor:
     def _launch(self) -> None:
         ctx = _context()
         mine, theirs = ctx.Pipe(duplex=True)
-        process = ctx.Process(target=_serve, args=(theirs, {"snapshot": self.snapshot}), daemon=False, name="lego-executor")
+        # the executor's parent is the fork server, so it cannot ask to die with
+        # this process (PR_SET_PDEATHSIG): it watches this pipe instead, whose
+        # only writing end this process holds (closed when it exits or dies)
+        lifeline, held = ctx.Pipe(duplex=False)
+        process = ctx.Process(target=_serve, args=(theirs, {"snapshot": self.snapshot, "lifeline": lifeline}), daemon=False, name="lego-executor")
         process.start()
         theirs.close()
+        lifeline.close()
         self._process, self._conn, self._ready, self.pid = process, mine, False, None
         self.generation += 1
-        self._finalizer = weakref.finalize(self, _shutdown, process, mine)
+        self._finalizer = weakref.finalize(self, _shutdown, process, mine, held)
 
     def close(self) -> None:
         """Stop the process (a later request starts a fresh one)."""
@@ -270,11 +275,12 @@ def _serve(conn, options):  # the process target: imported by name in the child
     serve(conn, options)
 
 
-def _shutdown(process, conn) -> None:
-    try:
-        conn.close()
-    except Exception:  # noqa: BLE001
-        pass
+def _shutdown(process, *conns) -> None:
+    for conn in conns:
+        try:
+            conn.close()
+        except Exception:  # noqa: BLE001
+            pass
     _kill(process)
 
 

@@ -438,3 +438,39 @@ def test_pipeline_on_a_gpu_checks_and_measures_the_composed_model_elsewhere(tmp_
     assert report["launch"]["measured"] and report["launch"]["chosen"]
     assert report["timing"]["optimized_ms"] > 0
     assert candidate_modules() == []
+
+
+def test_an_executor_stuck_in_a_kernel_does_not_outlive_its_judge(tmp_path):
+    """The executor's parent is the fork server, not the judge: it watches a pipe
+    only the judge holds, so killing the judge ends it even mid-launch."""
+    import subprocess
+
+    spin = tmp_path / "spin.py"
+    spin.write_text("def launch(out=None):\n    while True:\n        pass\n")
+    judge = tmp_path / "judge.py"
+    judge.write_text(textwrap.dedent(f'''
+        from lego_core.judge import Executor
+
+        if __name__ == "__main__":
+            executor = Executor(call_timeout_s=1000)
+            module = executor.load({str(spin)!r}, "lego_candidate_spin")
+            print(executor.pid, flush=True)
+            module.launch()
+    '''))
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    process = subprocess.Popen([sys.executable, str(judge)], stdout=subprocess.PIPE, text=True, env=env)
+    pid = int(process.stdout.readline())
+    time.sleep(0.5)
+    process.kill()
+    process.wait()
+
+    def running() -> bool:
+        try:
+            return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+        except OSError:
+            return False
+
+    deadline = time.monotonic() + 10
+    while running() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not running()
