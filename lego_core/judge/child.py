@@ -102,7 +102,7 @@ class Snapshot:
         names = [name for name, module in self.modules.items() if sys.modules.get(name) is not module]
         for name, namespace, attr, value in self.entries:
             now = namespace.get(attr, _MISSING)
-            if now is not value and not (name.startswith("triton.language") and _interpreter_made(now)):
+            if now is not value and not (name.startswith("triton.language") and _interpreter_made(now)) and not _dynamo_made(name, now, value):
                 names.append(name)
         packets, dicts = self._seen
         if vars(torch.ops.aten) != packets or any(vars(p) != d for p, d in dicts):
@@ -121,6 +121,13 @@ def _interpreter_made(value: Any) -> bool:
         return True
     func = getattr(value, "func", value)  # functools.partial
     return getattr(func, "__module__", None) == "triton.runtime.interpreter"
+
+
+def _dynamo_made(name: str, now: Any, before: Any) -> bool:
+    """Whether ``now`` is the wrapper importing torch._dynamo puts around
+    ``torch.manual_seed`` (torch imports it lazily, on the first call of many
+    functions; this process does not import it up front: a second per start)."""
+    return name == "torch.manual_seed" and getattr(now, "__wrapped__", None) is before
 
 
 def _aten_changes(torch, before: dict) -> list[str]:
@@ -240,7 +247,6 @@ def preload() -> None:
     charged to the first candidate's time limit); the fork server runs it
     once for all executors (``lego_core.judge.preload``)."""
     import torch  # noqa: F401
-    import torch._dynamo  # noqa: F401 - imported lazily by torch, it rebinds torch.manual_seed (and costs a second)
     import torch.multiprocessing  # noqa: F401 - tensor reductions
     import torch.nn.functional  # noqa: F401
 
@@ -295,9 +301,32 @@ def _memory_start(state: State, count: bool) -> None:
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         torch.cuda.reset_peak_memory_stats()
     else:
-        from lego_core.memory import LiveBytes
+        state.counter = _counter()
 
-        state.counter = LiveBytes()
+
+def _counter():
+    """A ``memory.LiveBytes`` for this process.  Its ``__torch_dispatch__`` is
+    not wrapped in ``torch._disable_dynamo`` (``_should_skip_dynamo``), which
+    would import torch._dynamo (over a second) in every executor; nothing
+    here compiles under it."""
+    from lego_core.memory import LiveBytes
+
+    global _Counter
+    if _Counter is None:
+        raw = LiveBytes.__dict__["__torch_dispatch__"]
+
+        class Counter(LiveBytes):
+            __torch_dispatch__ = getattr(raw, "__wrapped__", raw)
+
+            @classmethod
+            def _should_skip_dynamo(cls) -> bool:
+                return False
+
+        _Counter = Counter
+    return _Counter()
+
+
+_Counter = None
 
 
 def _memory_peak(state: State, count: bool) -> int:

@@ -24,7 +24,6 @@ import multiprocessing as mp
 import os
 import signal
 import threading
-import time
 import weakref
 from pathlib import Path
 from typing import Any, Sequence
@@ -387,13 +386,3 @@ class RemoteModule:
 
     def __repr__(self) -> str:
         return f"<RemoteModule {self.__name__} in executor pid {self._executor.pid}>"
-
-
-def wait_until(predicate, timeout_s: float) -> bool:
-    """Poll ``predicate`` until true or ``timeout_s`` passes (tests)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return predicate()
