@@ -136,7 +136,11 @@ class Executor:
         if self._process is not None and not self._process.is_alive():
             self.close()  # died while idle (nobody's request): start again without blame
         if self._process is None:
-            self._launch()
+            try:
+                self._launch()
+            except Exception as exc:  # noqa: BLE001 - no process (fork server gone, out of processes): every candidate fails, the run goes on
+                self.close()
+                raise JudgeError(f"the candidate executor could not be started: {type(exc).__name__}: {exc}") from None
         if self._ready:
             return
         try:
@@ -185,7 +189,11 @@ class Executor:
             how = self._death()
             self._fail()
             raise ExecutorDied(f"the executor process died during {what} ({how})") from None
-        reply = wire.loads(data) if isinstance(data, bytes) else None
+        try:
+            reply = wire.loads(data)
+        except BadReply:
+            self._fail()
+            raise
         if not (isinstance(reply, tuple) and len(reply) == 3 and reply[0] == seq and reply[1] in ("ok", "raised", "tampered")):
             self._fail()
             raise BadReply(f"the executor answered {what} outside the protocol")
@@ -291,7 +299,7 @@ def _share(value: Any, copy_cpu: bool) -> Any:
         if copy_cpu and value.device.type == "cpu" and not value.is_shared():
             value = value.clone()
         return value
-    if isinstance(value, (list, tuple)):
+    if type(value) in (list, tuple):
         return type(value)(_share(v, copy_cpu) for v in value)
     return value
 
