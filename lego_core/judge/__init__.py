@@ -7,8 +7,9 @@ Which process runs what (issue 10, section 1):
   output, runs ``verify.verify``'s comparisons, times library (ATen)
   candidates, compares the composed model with eager and writes the output.
   It never imports a candidate kernel file nor ``optimized_model.py``.
-* **the candidate executor** (:class:`Executor`, one per search run, spawned
-  on first need) imports candidate kernel files and runs ``launch`` on
+* **the candidate executor** (:class:`Executor`, one per search run, started
+  on first need by forking multiprocessing's fork server: a fresh
+  interpreter that imported only torch, triton and lego, never CUDA) imports candidate kernel files and runs ``launch`` on
   inputs and poisoned ``out`` buffers the judge allocated and shared with it
   (CPU shared memory; CUDA IPC on a GPU), times candidates
   (``costing.measure_ms``) and runs the launches of per-shape tuning; the

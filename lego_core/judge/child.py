@@ -1,12 +1,12 @@
-"""The executor's side: a spawned process that imports candidate files and runs them.
+"""The executor's side: a process that imports candidate files and runs them.
 
 :func:`serve` is the process's main function (``lego_core.judge.executor``
-starts it with the multiprocessing *spawn* context).  It applies the
-sandbox's limits (``lego_core.sandbox``: dies with its parent, no core
-dumps, capped open files, no network where the OS allows), imports what
-candidates use (torch, triton) and the lego modules it shares with them,
-takes a :class:`Snapshot` of their functions, says it is ready and answers
-requests one at a time until its pipe closes.
+forks it from multiprocessing's fork server, which ran :func:`preload`; with
+no fork server it is spawned and preloads itself).  It applies the
+sandbox's limits (``lego_core.sandbox``: no core dumps, capped open files,
+no network where the OS allows), exits when the judge's process ends (a
+lifeline pipe), takes a :class:`Snapshot` of the functions candidates share,
+says it is ready and answers requests one at a time until its pipe closes.
 
 Every reply is ``(seq, status, value)``: ``ok``; ``raised`` with the
 exception's type name, first lines and traceback text; or ``tampered`` with
@@ -171,7 +171,7 @@ class State:
 
 
 def serve(conn, options: dict) -> None:
-    """The executor's main loop (runs in the spawned process)."""
+    """The executor's main loop (runs in the executor process)."""
     from lego_core import sandbox
 
     sandbox._die_with_parent()

@@ -2,8 +2,9 @@
 the launch plan's measurements and the final timings.
 
 ``optimized_model.py`` imports every chosen kernel, so the optimizer never
-imports it: each use starts a fresh executor (spawned, no candidate code
-run in it before, no tamper snapshot: it is used once and stopped), sends
+imports it: each use starts a fresh executor (forked from the clean fork
+server, no candidate code run in it before, no tamper snapshot: it is used
+once and stopped), sends
 the output folder's path, the original model's weights and the inputs, and
 gets the outputs (or the ``launch`` dict, or the timings) back.  The
 comparison with eager is the caller's (``lego_core.e2e``), on eager

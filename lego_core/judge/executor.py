@@ -1,6 +1,6 @@
 """The judge's side of a candidate executor: start it, talk to it, restart it.
 
-:class:`Executor` owns one spawned process (``lego_core.judge.child.serve``)
+:class:`Executor` owns one executor process (``lego_core.judge.child.serve``)
 and a two-way pipe to it.  :meth:`Executor.load` imports a kernel file
 *there* and returns a :class:`RemoteModule`, whose ``launch(*inputs, out=None)``
 runs the kernel there on tensors shared with this process
