@@ -174,8 +174,22 @@ def results(events, search, which) -> list:
 
 
 def candidate_modules() -> list[str]:
+    """Candidate, kernel and composed-model modules imported in this process
+    since the test began (other tests of the session import composed models
+    on purpose, to use them)."""
     prefixes = ("lego_candidate_", "lego_kernel_", "lego_optimized_", "lego_tuning_")
-    return [name for name in sys.modules if name.startswith(prefixes)]
+    return [name for name in sys.modules if name.startswith(prefixes) and name not in _EARLIER]
+
+
+_EARLIER: set[str] = set()
+
+
+@pytest.fixture(autouse=True)
+def _modules_before():
+    """Modules of that kind already imported here when a test starts."""
+    _EARLIER.clear()
+    _EARLIER.update(sys.modules)
+    yield
 
 
 def optimizer_functions() -> tuple:
