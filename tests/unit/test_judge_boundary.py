@@ -398,6 +398,26 @@ def test_remote_module_launches_times_and_reads_plain_attributes(tmp_path):
         executor.close()
 
 
+def test_what_a_candidate_allocates_in_its_executor_counts_toward_the_run_peak(tmp_path):
+    """The memory bound covers the executor too: it counts its own CPU tensors
+    during a call (``memory.LiveBytes``) and the meter adds them to what this
+    process holds (``MemoryMeter.note_external``)."""
+    from lego_core.memory import MemoryMeter
+
+    source = tmp_path / "big.py"
+    source.write_text("import torch\n\n\ndef launch(x, out=None):\n    scratch = torch.zeros(4 << 20)  # 16 MiB\n    out[0].copy_(x + scratch[: x.numel()].view_as(x))\n    return out\n")
+    meter = MemoryMeter("cpu")
+    executor = Executor(call_timeout_s=30, meter=meter)
+    try:
+        module = executor.load(source, "lego_candidate_judge_test_big")
+        x = torch.randn(4, 4)
+        with meter.tracking():
+            module.run([x.clone()], [torch.empty(4, 4)])
+        assert meter.peak() >= 16 << 20
+    finally:
+        executor.close()
+
+
 # ---------------------------------------------------------------- GPU paths
 
 
