@@ -94,7 +94,7 @@ def attention_flops(spec) -> tuple[int, int]:
     return round(2 * scores * (spec.d + spec.dv) * kept), round(5 * scores * kept)
 
 
-def measure_ms(fn: Callable[[list], object], input_sets: list[list]) -> float:
+def measure_ms(fn: Callable[[list], object], input_sets: list[list], warmup_ms: float | None = None, rep: int | None = None) -> float:
     """GPU time of ``fn(inputs)`` in ms as it costs inside the shipped model.
 
     The shipped ``ModelNew`` is normally replayed as one CUDA graph
@@ -105,12 +105,18 @@ def measure_ms(fn: Callable[[list], object], input_sets: list[list]) -> float:
     rotated, median), which also prices a library region of many small ATen
     ops fairly (each op's launch gap is in the replay, the host's Python
     overhead is not).  A callable that cannot be captured (a host sync, a
-    data-dependent shape) is timed launched directly.
-    """
-    from lego_core.timing import time_gpu
+    data-dependent shape) is timed launched directly.  ``warmup_ms`` / ``rep``:
+    ``time_gpu``'s (None: its defaults; the tuner's short runs pass less).
 
+    A candidate kernel is timed in its executor (``lego_core.judge``:
+    ``RemoteModule.time`` calls this there), a library region here.
+    """
+    from lego_core.timing import DEFAULT_REP, DEFAULT_WARMUP_MS, time_gpu
+
+    warmup_ms = DEFAULT_WARMUP_MS if warmup_ms is None else warmup_ms
+    rep = DEFAULT_REP if rep is None else rep
     try:
-        return time_gpu(fn, input_sets, cuda_graph=True).median_ms
+        return time_gpu(fn, input_sets, warmup_ms, rep, cuda_graph=True).median_ms
     except Exception:  # noqa: BLE001 - not capturable: time it launched directly
         torch.cuda.synchronize()
-        return time_gpu(fn, input_sets).median_ms
+        return time_gpu(fn, input_sets, warmup_ms, rep).median_ms

@@ -1,9 +1,11 @@
 """End-to-end checks of a composed model: correctness, and time on a GPU.
 
-``check_end_to_end`` imports ``optimized_model.py`` from the output folder,
-builds ``ModelNew(*get_init_inputs())``, loads the original model's weights
-and compares it with eager on fresh inputs (a seed no sub-problem was
-checked on).  In fp32 the dtype tolerance of ``verify.compare`` decides
+``check_end_to_end`` runs eager here and, in a fresh process
+(``lego_core.judge.composed``: ``optimized_model.py`` imports every kernel,
+so this process never imports it), builds ``ModelNew(*get_init_inputs())``
+from the output folder with the original model's weights and runs it on the
+same fresh inputs (a seed no sub-problem was checked on); the two outputs
+are compared here.  In fp32 the dtype tolerance of ``verify.compare`` decides
 (unless eager itself runs convolutions or matmuls in TF32 on CUDA,
 ``eager_uses_tf32``: then as in 16 bits).  In
 bf16/fp16 a whole model compounds rounding, and fused kernels (which keep
@@ -12,8 +14,8 @@ passes when its error against an fp64 run of the original is at most twice
 eager's own error against that fp64 run.
 
 ``time_models`` measures eager, torch.compile and the composed model as
-shipped (its launch plan: ``lego_core.launch``) in one process (CUDA events,
-L2 flushed, median; ``lego_core.timing``).
+shipped (its launch plan: ``lego_core.launch``) side by side in one fresh
+process (CUDA events, L2 flushed, median; ``lego_core.timing``).
 """
 from __future__ import annotations
 
@@ -50,19 +52,22 @@ def _to64(x):
     return x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x
 
 
-def check_end_to_end(out_dir: Path, problem, seed: int, fp64_device: str | None = None) -> dict:
+def check_end_to_end(out_dir: Path, problem, seed: int, fp64_device: str | None = None, meter=None) -> dict:
     """Compare the composed model with eager (values, and output strides where
     eager returns a dense tensor: ``layout_mismatch``); returns ``passed``,
     errors, ``reason``, ``seed``.
 
-    ``fp64_device``: where the fp64 copy of the model runs when the bf16/fp16
+    Eager and the comparison run here; the composed model's forward runs in a
+    fresh process (``judge.composed.composed_forward``; ``meter``: told that
+    process's peak memory).  ``fp64_device``: where the fp64 copy of the model runs when the bf16/fp16
     check needs it (None: the problem's device; ``"cpu"`` keeps a float64
     forward, 4x a bf16 one, off a GPU that has no room for it)."""
-    new = load_composed(out_dir, problem)
+    from lego_core.judge.composed import composed_forward
+
     inputs = problem.make_inputs(seed)
     with torch.no_grad():
         expected = problem.model(*inputs)
-        actual = new(*inputs)
+    actual, _ = composed_forward(out_dir, problem, inputs, meter=meter)
     cmp = compare([actual], [expected], problem.spec.torch_dtype)
     result = {
         "passed": cmp.passed,
@@ -132,6 +137,19 @@ def _finite(x: float) -> float | None:
 
 
 def time_models(out_dir: Path, problem, config) -> dict:
+    """:func:`time_models_here` in a fresh process (which loads the problem
+    from its spec and takes this process's weights): the composed model
+    imports every kernel, and this process imports none."""
+    from lego_core.judge.composed import run_fresh
+
+    state = {name: value.detach() for name, value in problem.model.state_dict().items()}
+    answer = run_fresh(out_dir, "time_models", {"spec": problem.spec, "state_dict": state, "config": config})
+    if not isinstance(answer.get("timing"), dict):
+        raise OptimizeError("timing the models in their process gave no result")
+    return answer["timing"]
+
+
+def time_models_here(out_dir: Path, problem, config) -> dict:
     """Median GPU ms of eager, torch.compile (default mode, when
     ``config.compare_compile``) and the composed model as shipped (its
     ``LAUNCH``, chosen by ``lego_core.launch``), side by side in this one

@@ -66,22 +66,42 @@ def nhwc_applies(problem, example: list) -> bool:
     return has_conv2d(problem) and any(isinstance(x, torch.Tensor) and x.dim() == 4 for x in example)
 
 
-def choose_launch(out_dir: Path, problem, config) -> dict:
+def choose_launch(out_dir: Path, problem, config, meter=None) -> dict:
     """Measure every launch variant of the composed model in ``out_dir``,
     write the fastest into its ``optimized_model.py`` and return the
     ``launch`` entry of report.json: ``forward``, ``cuda_graph``,
     ``measured``, ``variants`` (name -> median ms, or the error that ruled it
     out), ``reason``.
 
-    On a CPU device nothing is timed: the plan ships launched directly.
-    Never raises for a variant that fails (it is ruled out); raises what
-    loading the composed model raises.
+    On a CPU device nothing is timed: the plan ships launched directly.  On
+    a GPU :func:`measure_launch` runs in a fresh process
+    (``lego_core.judge.composed``: the composed model imports every kernel,
+    and this process imports none; ``meter`` is told its peak memory); this
+    process writes the choice.  Never raises for a variant that fails (it is
+    ruled out); raises OptimizeError when the composed model does not load
+    or its process fails.
     """
     if problem.spec.device != "cuda":
         launch = dict(DEFAULT_LAUNCH, measured=False, variants={},
                       reason="no GPU: the plan runs launched directly (launch costs are only measured on a GPU)")
         set_launch(out_dir, launch)
         return launch
+    from lego_core.errors import OptimizeError
+    from lego_core.judge.composed import ProblemView, run_fresh
+
+    payload = ProblemView.payload(problem, {seed: problem.make_inputs(seed) for seed in config.verify_seeds})
+    answer = run_fresh(out_dir, "choose_launch", dict(payload, config=config), meter)
+    launch = answer.get("launch")
+    if not isinstance(launch, dict) or not {"forward", "cuda_graph", "measured"} <= set(launch):
+        raise OptimizeError("measuring the launch variants gave no result")
+    set_launch(out_dir, launch)
+    return launch
+
+
+def measure_launch(out_dir: Path, problem, config) -> dict:
+    """The GPU part of :func:`choose_launch`, run in the composed model's own
+    process: time every variant and return the ``launch`` dict (written by
+    the caller).  ``problem``: a ``Problem`` or ``judge.composed.ProblemView``."""
     from lego_core.e2e import load_composed
     from lego_core.timing import time_gpu
 
@@ -121,7 +141,6 @@ def choose_launch(out_dir: Path, problem, config) -> dict:
                     new._lego_graph.invalidate()
                 torch.cuda.synchronize()
     launch = _pick(times, errors)
-    set_launch(out_dir, launch)
     del new
     torch.cuda.empty_cache()
     return launch

@@ -59,7 +59,7 @@ class LiveBytes(TorchDispatchMode):
     def __init__(self, base: int = 0):
         super().__init__()
         self.base = base
-        self._live: dict[int, list] = {}  # storage data_ptr -> [nbytes, tensors alive]
+        self._live: dict[int, list] = {}  # storage (its StorageImpl address) -> [nbytes, tensors alive]
         self._lock = threading.Lock()
         self.current = base
         self.peak = base
@@ -73,7 +73,9 @@ class LiveBytes(TorchDispatchMode):
 
     def _note(self, t: torch.Tensor) -> None:
         storage = t.untyped_storage()
-        key, nbytes = storage.data_ptr(), storage.nbytes()
+        # keyed by the storage object, not its address: sharing a tensor with an
+        # executor (torch.multiprocessing) moves its data to shared memory in place
+        key, nbytes = storage._cdata, storage.nbytes()
         if nbytes == 0:
             return
         with self._lock:
@@ -109,8 +111,11 @@ class MemoryMeter:
     ``tracking()``: a context every thread that allocates for the run enters
     (a no-op on CUDA, where the allocator counts every thread).
     ``allocated()`` / ``peak()``: bytes now and the highest so far since the
-    meter started; ``enter_stage(name)`` starts a pipeline stage and
-    ``stage_peaks`` keeps each stage's peak (``report()["stage_peaks_mb"]``).  ``measure_eager(fn)``: the peak bytes while ``fn()`` runs,
+    meter started, counting what candidate executors and the composed model's
+    process held (``note_external``: this process's bytes at the time plus
+    theirs at their peak; ``lego_core.judge``); ``enter_stage(name)`` starts a
+    pipeline stage and ``stage_peaks`` keeps each stage's peak
+    (``report()["stage_peaks_mb"]``).  ``measure_eager(fn)``: the peak bytes while ``fn()`` runs,
     counting everything alive when it starts (weights, inputs).
     """
 
@@ -123,6 +128,7 @@ class MemoryMeter:
         self._earlier_peak = 0
         self.stage: str | None = None
         self.stage_peaks: dict[str, int] = {}  # stage -> peak bytes while it ran
+        self._external_peak = 0  # this process's bytes plus another process's peak, at its highest
         self.counter: LiveBytes | None = None
         if device == "cuda":
             if torch.cuda.is_available():  # else loading the problem says there is no GPU
@@ -151,8 +157,16 @@ class MemoryMeter:
 
     def peak(self) -> int:
         if self.device == "cuda":
-            return max(self._earlier_peak, torch.cuda.max_memory_allocated())
-        return max(self._earlier_peak, self.counter.peak)
+            return max(self._earlier_peak, self._external_peak, torch.cuda.max_memory_allocated())
+        return max(self._earlier_peak, self._external_peak, self.counter.peak)
+
+    def note_external(self, nbytes: int) -> None:
+        """Another process of the run (a candidate executor, the composed
+        model's process) held ``nbytes`` at its peak while this one held what
+        it holds now: their sum counts toward the run's peak."""
+        self._external_peak = max(self._external_peak, self.allocated() + int(nbytes))
+        if self.stage is not None:
+            self.stage_peaks[self.stage] = max(self.stage_peaks.get(self.stage, 0), self.allocated() + int(nbytes))
 
     def enter_stage(self, name: str) -> None:
         """Close the current stage (its peak goes to ``stage_peaks``) and start

@@ -23,6 +23,7 @@ from lego_core.capture import capture_graph, layout_inputs, use_channels_last
 from lego_core.compose import write_output
 from lego_core.config import OptimizeConfig
 from lego_core.errors import OptimizeError
+from lego_core.judge.executor import warm_up
 from lego_core.events import RunFinished, RunStarted, Sink, StageStarted, TranscriptMessage
 from lego_core.launch import choose_launch, rule_out
 from lego_core.memory import MemoryMeter
@@ -65,6 +66,7 @@ def _run(spec: ProblemSpec, target: Path, out: Path, config: OptimizeConfig, emi
     emit(RunStarted(model=Path(spec.path).name, overrides=dict(spec.overrides), dtype=spec.dtype, device=spec.device))
 
     emit(StageStarted(stage="load"))
+    warm_up()  # candidate executors' fork server imports torch and triton meanwhile (lego_core.judge)
     meter = MemoryMeter(spec.device)  # the run's peak device memory, from here to the report
     meter.enter_stage("load")
     problem = load_problem(spec)  # import the file, apply overrides, build and run the model
@@ -98,16 +100,16 @@ def _run(spec: ProblemSpec, target: Path, out: Path, config: OptimizeConfig, emi
         layout = {"channels_last": channels_last, "output_strides": eager_out.get("strides")}
         kernel_files = write_output(out, graph, result.plan.items, problem, run_id, layout)  # optimized_model.py + kernels/
     _stage(emit, meter, "verify")
-    with meter.tracking():
-        check = e2e.check_end_to_end(out, problem, config.e2e_seed, fp64_device=fp64_device(problem, meter))  # composed ModelNew vs eager
+    with meter.tracking():  # ModelNew runs in a fresh process (it imports the kernels); eager and the comparison here
+        check = e2e.check_end_to_end(out, problem, config.e2e_seed, fp64_device=fp64_device(problem, meter), meter=meter)
     if not check["passed"]:
         raise OptimizeError(f"the composed model does not match eager end to end: {check['reason']}")
     _stage(emit, meter, "launch")
     with meter.tracking():
-        launch = choose_launch(out, problem, config)  # plan or original forward, direct or CUDA graph: measured
+        launch = choose_launch(out, problem, config, meter=meter)  # plan or original forward, direct or CUDA graph: measured (in a fresh process)
     while launch["measured"]:  # check what ships; a variant that fails gives way to the next fastest
         with meter.tracking():
-            shipped = e2e.check_end_to_end(out, problem, config.e2e_seed, fp64_device=fp64_device(problem, meter))
+            shipped = e2e.check_end_to_end(out, problem, config.e2e_seed, fp64_device=fp64_device(problem, meter), meter=meter)
         if shipped["passed"]:
             check = dict(shipped, plan_check=check)
             break

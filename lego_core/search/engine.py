@@ -27,6 +27,11 @@ overlap (and Triton's interpreter, which patches ``triton.language`` while
 it runs, is never entered twice).  Budgets stop the search: agent calls,
 tokens, wall time and patience (no better plan for a while).
 
+The judge stands apart (``lego_core.judge``): this process computes the
+reference outputs and runs the verifier's comparisons; candidate kernel
+files are imported, launched, tuned and timed in one candidate executor
+process per search, restarted after every candidate that fails.
+
 ``strategy="monolithic"`` is the baseline the method is compared with: one
 agent handed the whole model as one sub-problem, with the same budget.
 """
@@ -35,18 +40,17 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import dataclasses
-import importlib.util
 import math
 import os
 import threading
 import time
 from pathlib import Path
-from types import ModuleType
 
 import torch
 
 from lego_core import costing
 from lego_core.agents.base import Agent, Proposal
+from lego_core.judge import CandidateRaised, Executor, ExecutorTampered, JudgeError, RemoteModule
 from lego_core.agents.pool import make_pool
 from lego_core.config import OptimizeConfig
 from lego_core.events import (
@@ -61,7 +65,7 @@ from lego_core.events import (
     VerificationResult,
 )
 from lego_core.search import tuning
-from lego_core.search.inputs import leaf_edge_sets, leaf_input_sets, load_module
+from lego_core.search.inputs import leaf_edge_sets, leaf_input_sets
 from lego_core.search.mutation import FusionProposal, propose_fusions
 from lego_core.search.plan import Plan, best_plan, direct_options
 from lego_core.tree import AndNode, Candidate, FusionTree, OrNode, node_created
@@ -79,6 +83,11 @@ def _timing_sets(input_sets) -> list:
     """The input sets a timer rotates through, all alive at once: every one
     of a list; as many as fit in memory of a store-backed ``InputSets``."""
     return input_sets.timing_sets() if hasattr(input_sets, "timing_sets") else list(input_sets)
+
+
+def _only_config_changed(tuned: str, original: str) -> bool:
+    """Whether ``tuned`` is ``original`` with another ``CONFIG = ...`` line (what tuning may change)."""
+    return tuning.CONFIG_LINE.sub("", tuned) == tuning.CONFIG_LINE.sub("", original)
 
 
 def cheaper(a: float, b: float) -> bool:
@@ -171,6 +180,7 @@ class Search:
         self.stop_reason = ""
         self.done = 0
         self.total = 0
+        self.judge: Executor | None = None  # the candidate executor, started on first need
 
     # ------------------------------------------------------------------ events
 
@@ -189,6 +199,8 @@ class Search:
         pool = make_pool(self.agent, self.config.agents, self.config.agent_pool) if self.config.use_triton else None
         self.pool = pool
         try:
+            if pool is not None:
+                self._judge().start()  # imports torch in the background while the search begins
             for leaf in self.tree.leaves():
                 self._add_library(leaf)
             baseline = best_plan(self.tree, self.config.force_triton)
@@ -206,6 +218,7 @@ class Search:
         finally:
             if pool is not None:
                 pool.close()
+            self.close()
         plan = best_plan(self.tree, self.config.force_triton)
         return SearchResult(plan, baseline.cost_ms, self._metrics(), self.mutations)
 
@@ -406,43 +419,66 @@ class Search:
         return outcome
 
     def _check(self, node: OrNode, cand: Candidate) -> None:
-        """Load, verify and time a candidate in the lane (one at a time)."""
+        """Load, verify and time a candidate in the lane (one at a time).
+
+        The candidate runs in the executor (``lego_core.judge``); the reference
+        and the comparisons run here.  A candidate that fails for any reason
+        (a mismatch, an exception, a crash, a timeout, a change to the
+        executor's shared functions) restarts the executor, so nothing it did
+        there reaches the next candidate."""
         sub = node.sub
+        module: RemoteModule | None = None
+        ran = False  # whether candidate code ran in the executor
         with self.lane, self._tracking():
             input_sets = leaf_input_sets(node, self.activations, self.parameters, self.config.verify_seeds)
             callback = calls_back_into_reference(cand.source, sub.ops, getattr(sub.group, "library_ops", ()))
-            if callback:
-                cand.verified = VerifyReport(False, math.inf, math.inf, callback, list(self.config.verify_seeds))
-            else:
-                default_source = self._tune(node, cand, input_sets)
-                module = self._verify(sub, cand, input_sets)
-                if default_source is not None and not cand.verified.passed:
-                    self.emit(TranscriptMessage(node_id=node.id, agent="tuner", role="system", content=f"the tuned configuration failed verification ({cand.verified.reason}); verifying the default configuration instead"))
-                    cand.source = default_source
+            try:
+                if callback:
+                    cand.verified = VerifyReport(False, math.inf, math.inf, callback, list(self.config.verify_seeds))
+                else:
+                    ran = True
+                    default_source = self._tune(node, cand, input_sets)
                     module = self._verify(sub, cand, input_sets)
+                    if default_source is not None and not cand.verified.passed:
+                        self.emit(TranscriptMessage(node_id=node.id, agent="tuner", role="system", content=f"the tuned configuration failed verification ({cand.verified.reason}); verifying the default configuration instead"))
+                        cand.source = default_source
+                        self._restart_judge()
+                        module = self._verify(sub, cand, input_sets)
+                if cand.verified.passed and self.measure:
+                    try:
+                        cand.time_ms, cand.time_kind = module.time(_timing_sets(input_sets)), "measured"
+                    except (JudgeError, CandidateRaised) as exc:
+                        cand.verified = dataclasses.replace(cand.verified, passed=False, reason=f"timing the candidate failed: {type(exc).__name__}: {exc}")
+                elif cand.verified.passed:
+                    cand.time_ms, cand.time_kind = costing.fused_estimate_ms(sub, self.dtype, self.config.target_gpu), "estimated"
+            finally:
+                if ran and (cand.verified is None or not cand.verified.passed):
+                    self._restart_judge()
+                elif module is not None:
+                    module.forget()
             report = cand.verified
             if not report.passed:
                 cand.rejected_reason = report.reason
             self.emit(VerificationResult(node_id=node.id, candidate_id=cand.id, passed=report.passed, max_abs_error=report.to_dict()["max_abs_error"], reason=report.reason))
             if not report.passed:
                 return
-            if self.measure:
-                cand.time_ms, cand.time_kind = costing.measure_ms(lambda xs: module.launch(*xs), _timing_sets(input_sets)), "measured"
-            else:
-                cand.time_ms, cand.time_kind = costing.fused_estimate_ms(sub, self.dtype, self.config.target_gpu), "estimated"
         library = next((c for c in node.candidates if c.implementation == "library"), None)
         self.emit(Timing(node_id=node.id, candidate_id=cand.id, ms=cand.time_ms, measured=cand.time_kind == "measured", baseline_ms=library.time_ms if library else None))
 
-    def _verify(self, sub, cand: Candidate, input_sets) -> ModuleType | None:
-        """Import the candidate's file and verify it; sets ``cand.verified``; the module (None if it does not import)."""
+    def _verify(self, sub, cand: Candidate, input_sets) -> RemoteModule | None:
+        """Import the candidate's file in the executor and verify it here; sets
+        ``cand.verified``; the module (None if it does not import)."""
+        seeds = list(self.config.verify_seeds)
         try:
             module = self._load(cand)
-        except Exception as exc:  # noqa: BLE001 - a kernel file that does not import fails verification
-            cand.verified = VerifyReport(False, math.inf, math.inf, f"the kernel file does not import: {type(exc).__name__}: {exc}", list(self.config.verify_seeds))
+        except ExecutorTampered as exc:
+            cand.verified = VerifyReport(False, math.inf, math.inf, f"importing the kernel file: {exc}", seeds)
             return None
-        seeds = list(self.config.verify_seeds)
+        except (CandidateRaised, JudgeError) as exc:  # a kernel file that does not import fails verification
+            cand.verified = VerifyReport(False, math.inf, math.inf, f"the kernel file does not import: {type(exc).__name__}: {exc}", seeds)
+            return None
         edge = leaf_edge_sets(sub, input_sets[0], self.parameters, seeds[0]) if EDGE_SETS else []
-        cand.verified = verify(lambda inputs, out: module.launch(*inputs, out=out), sub.run_reference, input_sets, self.dtype, seeds, edge_sets=edge)
+        cand.verified = verify(module.run, sub.run_reference, input_sets, self.dtype, seeds, edge_sets=edge)
         return module
 
     def _tune(self, node: OrNode, cand: Candidate, input_sets) -> str | None:
@@ -451,18 +487,33 @@ class Search:
         fastest configuration is baked into ``cand.source`` and the times go
         to the transcript.  Returns the source as proposed when it changed it,
         else None.  Any failure keeps the proposed configuration (noted in the
-        transcript); it never fails the run."""
+        transcript); it never fails the run.
+
+        The tuner's logic and its output comparison run here; the kernel is
+        imported, launched and timed in the executor (``RemoteModule``)."""
         if not self.tune or not tuning.tunable(cand.source):
             return None
         original = cand.source
+        loaded: list[RemoteModule] = []
+
+        def load(source: str) -> RemoteModule:
+            loaded.append(self._load(cand, source, "_tuning"))
+            return loaded[-1]
+
+        def timer(fn, sets) -> float:
+            return loaded[-1].time(sets, warmup_ms=tuning.WARMUP_MS, rep=tuning.REP)
+
         try:
-            result = tuning.tune_source(original, [input_sets[0]], load=lambda source: self._load(cand, source, "_tuning"), device_name=self.device_name.removeprefix("cuda:"))
+            result = tuning.tune_source(original, [input_sets[0]], load=load, timer=timer, device_name=self.device_name.removeprefix("cuda:"))
+            if not _only_config_changed(result.source, original):
+                raise ValueError("the tuned source differs from the proposed one beyond its CONFIG line")
         except Exception as exc:  # noqa: BLE001 - tuning is an optimisation: keep the default configuration
-            if torch.cuda.is_available():
-                with contextlib.suppress(Exception):
-                    torch.cuda.synchronize()
+            self._restart_judge()  # whatever the tuning runs left in the executor goes
             self.emit(TranscriptMessage(node_id=node.id, agent="tuner", role="system", content=f"tuning failed ({type(exc).__name__}: {str(exc)[:300]}); keeping the default configuration"))
             return None
+        finally:
+            for module in loaded:
+                module.forget()
         self.emit(TranscriptMessage(node_id=node.id, agent="tuner", role="system", content=result.summary()))
         cand.source = result.source
         return original if cand.source != original else None
@@ -471,15 +522,31 @@ class Search:
         """The memory meter's per-thread context (counts CPU allocations of checks)."""
         return self.meter.tracking() if self.meter is not None else contextlib.nullcontext()
 
-    def _load(self, cand: Candidate, source: str | None = None, suffix: str = "") -> ModuleType:
-        """Write ``source`` (default: the candidate's) to the work folder and import it.
-        A stale bytecode file is removed first: a file rewritten within the same
-        second at the same size (a tuned CONFIG line) must not load the old code."""
+    def _judge(self) -> Executor:
+        """The candidate executor of this search (created on first need)."""
+        if self.judge is None:
+            self.judge = Executor(call_timeout_s=self.call_timeout_s)
+        self.judge.meter = self.meter
+        return self.judge
+
+    def _restart_judge(self) -> None:
+        if self.judge is not None:
+            self.judge.restart()
+
+    def close(self) -> None:
+        """Stop the candidate executor (``run`` does at its end)."""
+        if self.judge is not None:
+            self.judge.close()
+            self.judge = None
+
+    def _load(self, cand: Candidate, source: str | None = None, suffix: str = "") -> RemoteModule:
+        """Write ``source`` (default: the candidate's) to the work folder and
+        import it in the executor.  Bytecode is never written (the executor
+        sets ``sys.dont_write_bytecode``), so a file rewritten within the same
+        second at the same size (a tuned CONFIG line) cannot load old code."""
         path = self.work_dir / f"{cand.kernel_name}{suffix}.py"
         path.write_text(cand.source if source is None else source)
-        with contextlib.suppress(OSError, NotImplementedError):
-            Path(importlib.util.cache_from_source(str(path))).unlink(missing_ok=True)
-        return load_module(path, f"lego_candidate_{self.work_dir.name}_{cand.kernel_name}{suffix}")
+        return self._judge().load(path, f"lego_candidate_{self.work_dir.name}_{cand.kernel_name}{suffix}")
 
     def _add_library(self, leaf: OrNode) -> None:
         """The library candidate of a leaf: measured on a GPU when an agent may compete, else estimated."""
@@ -581,6 +648,7 @@ class Search:
 
     cache_origin = "an earlier run"
     meter = None  # a lego_core.memory.MemoryMeter when the run's memory is measured
+    call_timeout_s: float | None = None  # the executor's per-call limit (None: judge.CALL_TIMEOUT_S)
 
     # ---------------------------------------------------------- mutation
 

@@ -98,16 +98,14 @@ def with_config(source: str, cfg: dict, comment: str = "") -> str:
 
 
 def gpu_timer(fn: Callable[[list], object], input_sets: list[list]) -> float:
-    """Median ms of ``fn`` on a CUDA device: ``time_gpu`` with a short run
-    (``WARMUP_MS``, ``REP``), replayed as a CUDA graph as the shipped model
-    runs it (launched directly when it cannot be captured)."""
-    from lego_core.timing import time_gpu
+    """Median ms of ``fn`` on a CUDA device: ``costing.measure_ms`` with a
+    short run (``WARMUP_MS``, ``REP``), replayed as a CUDA graph as the
+    shipped model runs it (launched directly when it cannot be captured).
+    The search does not time in this process: its timer sends the same
+    request to the candidate executor (``RemoteModule.time``)."""
+    from lego_core.costing import measure_ms
 
-    try:
-        return time_gpu(fn, input_sets, WARMUP_MS, REP, cuda_graph=True).median_ms
-    except Exception:  # noqa: BLE001 - not capturable: time it launched directly
-        torch.cuda.synchronize()
-        return time_gpu(fn, input_sets, WARMUP_MS, REP).median_ms
+    return measure_ms(fn, input_sets, WARMUP_MS, REP)
 
 
 def _load_temporary(source: str) -> ModuleType:

@@ -1,0 +1,73 @@
+"""The judge stands apart: candidate code runs in executor processes, never here.
+
+Which process runs what (issue 10, section 1):
+
+* **the optimizer process** (the sandboxed child of ``lego_core.sandbox``)
+  owns the user's model, computes the boundary values and every reference
+  output, runs ``verify.verify``'s comparisons, times library (ATen)
+  candidates, compares the composed model with eager and writes the output.
+  It never imports a candidate kernel file nor ``optimized_model.py``.
+* **the candidate executor** (:class:`Executor`, one per search run, started
+  on first need by forking multiprocessing's fork server: a fresh
+  interpreter that imported only torch, triton and lego, never CUDA) imports candidate kernel files and runs ``launch`` on
+  inputs and poisoned ``out`` buffers the judge allocated and shared with it
+  (CPU shared memory; CUDA IPC on a GPU), times candidates
+  (``costing.measure_ms``) and runs the launches of per-shape tuning; the
+  tuner's choice and its output comparison stay in the optimizer.
+* **a fresh process per use** (``judge.composed``) runs the composed
+  ``ModelNew``: the end-to-end check's forward, the launch-plan measurements
+  (``launch.measure_launch``) and the final timings (``e2e.time_models``).
+
+Failures: an exception a candidate raises comes back as one the verifier
+reports as "candidate raised <Type>: ...".  An executor that dies
+(``os._exit``, a signal, a crash in native code), runs past the per-call
+limit (``executor.CALL_TIMEOUT_S``, ``$LEGO_JUDGE_CALL_TIMEOUT_S``) or
+answers outside the protocol fails that candidate with the reason, and a
+fresh executor is started; the optimizer goes on.
+
+Taint policy.  Candidates share the executor, so one could change what a
+later one sees.  The executor is therefore restarted after every candidate
+that fails (for any reason), and after every request that ran candidate
+code it compares the functions of torch, torch.nn.functional, triton,
+triton.language, builtins, math, the lego modules it loaded, the
+attributes of ``torch.Tensor`` and of the op classes and the
+``torch.ops.aten`` overloads with a snapshot taken at its start
+(``child.Snapshot``): a changed one rejects the candidate with "the
+candidate changed <name> in the executor" and restarts the executor.
+
+What this protects against: a candidate that patches the verifier, torch or
+the reference (they do not run where it runs: the judge's copies are
+untouched), one that crashes, exits or hangs, and plain monkey-patching
+that would leak into later candidates.  What it does not: code that means to
+hide (it can undo its change before the check, patch the check itself, or
+change state the snapshot does not cover: module data, dispatcher
+registrations through ``torch.library``, C-level state); such a change
+lives until the next restart and can only affect later candidates in the
+same executor, whose outputs are still compared in the judge, and the
+composed model is checked end to end in a fresh process.  Nor does it stop
+native-level attacks on the optimizer from a process of the same user
+(signals, /proc/<pid>/mem, ptrace); that needs OS isolation (another user,
+seccomp), which this does not add.  Timings come from the process that runs
+the candidate and are only as honest as its code.
+"""
+from lego_core.judge.executor import CALL_TIMEOUT_S, Executor, RemoteModule
+from lego_core.judge.wire import (
+    BadReply,
+    CandidateRaised,
+    ExecutorDied,
+    ExecutorTampered,
+    ExecutorTimeout,
+    JudgeError,
+)
+
+__all__ = [
+    "BadReply",
+    "CALL_TIMEOUT_S",
+    "CandidateRaised",
+    "Executor",
+    "ExecutorDied",
+    "ExecutorTampered",
+    "ExecutorTimeout",
+    "JudgeError",
+    "RemoteModule",
+]
