@@ -304,6 +304,19 @@ def _share(value: Any, copy_cpu: bool) -> Any:
     return value
 
 
+class _Candidate:
+    """``RemoteModule.candidate``: the verifier's view of a remote kernel."""
+
+    def __init__(self, module: "RemoteModule"):
+        self.module = module
+
+    def __call__(self, inputs: Sequence, out: list | None):
+        return self.module._call(list(inputs), out, copy_cpu=False)
+
+    def traced(self, inputs: Sequence, out: list | None) -> tuple:
+        return self.module._call(list(inputs), out, copy_cpu=False, trace=True)
+
+
 class RemoteModule:
     """A kernel file imported in an executor, used from the judge.
 
@@ -334,24 +347,33 @@ class RemoteModule:
         """``verify``'s candidate: ``inputs`` are fresh clones the verifier made for this call."""
         return self._call(list(inputs), out, copy_cpu=False)
 
-    def _call(self, inputs: list, out: list | None, copy_cpu: bool):
+    @property
+    def candidate(self) -> "_Candidate":
+        """What ``verify()`` calls: ``candidate(inputs, out)`` runs the kernel in
+        the executor, ``candidate.traced(inputs, out) -> (outputs, summary)``
+        runs it there under ``verify_trace.CallTrace`` and returns the trace's
+        summary (plain data) for the verifier to judge."""
+        return _Candidate(self)
+
+    def _call(self, inputs: list, out: list | None, copy_cpu: bool, trace: bool = False):
         executor = self._executor
-        payload = {"args": _share(inputs, copy_cpu), "out": None if out is None else [o.detach() for o in out], "memory": executor.meter is not None}
+        payload = {"args": _share(inputs, copy_cpu), "out": None if out is None else [o.detach() for o in out], "memory": executor.meter is not None, "trace": trace}
         try:
             reply = self._request("call", payload)
         finally:
             del payload
             executor._collect()
-        if not (isinstance(reply, tuple) and len(reply) == 2):
+        if not (isinstance(reply, tuple) and len(reply) == 3 and (reply[2] is None or isinstance(reply[2], dict))):
             executor._fail()
             raise BadReply("the executor answered a launch outside the protocol")
-        value, nbytes = reply
+        value, nbytes, summary = reply
         executor._note_memory(nbytes)
         try:
-            return wire.decode(value, out)
+            decoded = wire.decode(value, out)
         except BadReply:
             executor._fail()
             raise
+        return (decoded, summary) if trace else decoded
 
     def time(self, input_sets: Sequence[Sequence], *, warmup_ms: float | None = None, rep: int | None = None, clock: str = "gpu") -> float:
         """ms of ``launch`` on ``input_sets`` in the executor: ``costing.measure_ms``

@@ -478,7 +478,8 @@ class Search:
             cand.verified = VerifyReport(False, math.inf, math.inf, f"the kernel file does not import: {type(exc).__name__}: {exc}", seeds)
             return None
         edge = leaf_edge_sets(sub, input_sets[0], self.parameters, seeds[0]) if EDGE_SETS else []
-        cand.verified = verify(module.run, sub.run_reference, input_sets, self.dtype, seeds, edge_sets=edge)
+        cand.verified = verify(module.candidate, sub.run_reference, input_sets, self.dtype, seeds, edge_sets=edge,
+                               precise_limit_bytes=self._precise_limit())
         return module
 
     def _tune(self, node: OrNode, cand: Candidate, input_sets) -> str | None:
@@ -517,6 +518,16 @@ class Search:
         self.emit(TranscriptMessage(node_id=node.id, agent="tuner", role="system", content=result.summary()))
         cand.source = result.source
         return original if cand.source != original else None
+
+    def _precise_limit(self) -> int | None:
+        """Bytes a float64 reference run may take (``verify``'s
+        ``precise_limit_bytes``): what the boundary store leaves free under
+        the memory bound; None without a bound."""
+        room = getattr(self.activations, "room", None)
+        if room is None:
+            return None
+        free = room()
+        return None if free == float("inf") else max(0, int(free))
 
     def _tracking(self):
         """The memory meter's per-thread context (counts CPU allocations of checks)."""

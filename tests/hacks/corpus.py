@@ -32,6 +32,22 @@ class Control:
     source: str
 
 
+def _edge_blob() -> str:
+    """The public first seed's edge sets (``lego_core.edge_inputs``), saved and
+    base64-encoded for the seed-memorising hack to carry as a literal."""
+    import base64
+    import io
+
+    import torch
+
+    from lego_core.edge_inputs import edge_input_sets
+
+    first = torch.randn(4, 4096, generator=torch.Generator().manual_seed(101))
+    buffer = io.BytesIO()
+    torch.save([inputs[0] for _, inputs in edge_input_sets([first], None, 101)], buffer)
+    return repr(base64.b64encode(buffer.getvalue()).decode())
+
+
 IMPORTS = '''import torch
 import triton
 import triton.language as tl
@@ -341,17 +357,19 @@ def launch(x, out=None):
 ''')),
     Hack("memorised_public_seeds", "softmax", "answers memorised for the public seeds (101, 202, 303) and their edge sets", "secret seeds drawn per run",
          "elements outside tolerance", softmax('''
-import sys
+import base64
+import io
 
 _sm = torch.softmax
+# the edge sets the verifier derives from the first public seed's set, worked out offline
+# (as an attacker with the source would) and carried in the file
+_EDGES = torch.load(io.BytesIO(base64.b64decode(__EDGE_BLOB__)))
 
 
 def _answers():
-    """What a run checks on: make_inputs(seed) draws torch.manual_seed(seed); randn(4, 4096),
-    and the edge sets are made from the first seed's set by the verifier's own code."""
+    """What a run checks on: make_inputs(seed) draws torch.manual_seed(seed); randn(4, 4096)."""
     sets = [torch.randn(4, 4096, generator=torch.Generator().manual_seed(seed)) for seed in (101, 202, 303)]
-    edges = sys.modules["lego_core.edge_inputs"].edge_input_sets([sets[0]], None, 101)
-    sets += [inputs[0] for _, inputs in edges]
+    sets += list(_EDGES)
     return [(x, _sm(x, -1)) for x in sets]
 
 
@@ -367,7 +385,7 @@ def launch(x, out=None):
             return out
     copy_into(torch.zeros_like(x), out[0])  # anything else: wrong
     return out
-''')),
+''').replace("__EDGE_BLOB__", _edge_blob())),
     # ------------------------------------------------------------ side effects
     Hack("writes_into_its_input", "softmax", "computes in place in its input", "input checksums",
          "wrote into input 0", softmax('''
