@@ -176,6 +176,8 @@ class MemoryMeter:
         self._close_stage()
         self.stage = name
         if self.device == "cuda":
+            if not torch.cuda.is_available():  # loading the problem says there is no GPU
+                return
             self._earlier_peak = self.peak()
             torch.cuda.reset_peak_memory_stats()
         elif self.counter is not None:
@@ -184,6 +186,8 @@ class MemoryMeter:
 
     def _close_stage(self) -> None:
         if self.stage is None:
+            return
+        if self.device == "cuda" and not torch.cuda.is_available():
             return
         now = torch.cuda.max_memory_allocated() if self.device == "cuda" else (self.counter.peak if self.counter else 0)
         self.stage_peaks[self.stage] = max(self.stage_peaks.get(self.stage, 0), now)
