@@ -192,6 +192,17 @@ def _modules_before():
     yield
 
 
+@pytest.fixture
+def past_the_static_check(monkeypatch):
+    """These candidates test the process boundary itself: the source check
+    (``verify.calls_back_into_reference``, which refuses ``import lego_core``,
+    ``signal``, assignments into triton, ...) is switched off so they reach
+    the executor, as code that hides from the static check would."""
+    import lego_core.search.engine as engine
+
+    monkeypatch.setattr(engine, "calls_back_into_reference", lambda *args, **kwargs: None)
+
+
 def optimizer_functions() -> tuple:
     return (verify_module.compare, torch.softmax, torch.nn.functional.softmax, torch.ops.aten._softmax.default, __import__("triton").next_power_of_2)
 
@@ -199,7 +210,7 @@ def optimizer_functions() -> tuple:
 # ---------------------------------------------------------------- (a) patching the judge
 
 
-def test_a_candidate_that_patches_torch_and_the_verifier_is_rejected(tmp_path):
+def test_a_candidate_that_patches_torch_and_the_verifier_is_rejected(tmp_path, past_the_static_check):
     before = optimizer_functions()
     agent = HostileAgent(lambda honest: PATCHING_ZEROS)
     search, events = make_search(tmp_path, agent)
@@ -207,11 +218,13 @@ def test_a_candidate_that_patches_torch_and_the_verifier_is_rejected(tmp_path):
     hostile = results(events, search, first_region)
     assert hostile and not any(e.passed for e in hostile)
     reason = hostile[0].reason
-    assert "the candidate changed" in reason and "in the executor" in reason
-    for name in ("lego_core.verify.compare", "torch.softmax", "torch.ops.aten._softmax.default"):
+    # caught in the executor: by the import guard (load_module) or the tamper snapshot
+    caught = ("the candidate changed", "importing it replaced")
+    assert any(c in reason for c in caught), reason
+    for name in ("lego_core.verify.compare", "torch.softmax"):
         assert name in reason
     # the agent got the reason back with its retry
-    assert any(fb and "the candidate changed" in fb[-1] for sub_id, fb in agent.calls)
+    assert any(fb and any(c in fb[-1] for c in caught) for sub_id, fb in agent.calls)
     # the honest kernel of the other region still passes, and the run ends with a plan
     honest = results(events, search, lambda sub: not first_region(sub))
     assert honest and all(e.passed for e in honest)
@@ -222,17 +235,23 @@ def test_a_candidate_that_patches_torch_and_the_verifier_is_rejected(tmp_path):
     assert candidate_modules() == []
 
 
-def test_without_the_tamper_check_the_zeros_still_fail_the_untouched_comparison(tmp_path):
-    """The executor's own check off: the patches land in the executor, where they
-    change nothing that judges; the verifier here compares the zeros and rejects them."""
+def test_without_the_tamper_check_patches_made_at_call_time_change_nothing_that_judges(tmp_path, past_the_static_check):
+    """The executor's snapshot check off and the patches made on the first
+    launch (after the import guard): they land in the executor, where they
+    change nothing that judges; the verifier here rejects the zeros (its call
+    trace or its comparison), and this process's functions are untouched."""
     before = optimizer_functions()
-    search, events = make_search(tmp_path, HostileAgent(lambda honest: PATCHING_ZEROS))
+    at_call = PATCHING_ZEROS.replace("\n_verify.compare = _always_passes", "\n\n\ndef _patch():\n    _verify.compare = _always_passes")
+    at_call = at_call.replace("\ntorch.softmax = _zeros\ntorch.nn.functional.softmax = _zeros\ntry:\n    torch.ops.aten._softmax.default = _zeros\nexcept Exception:\n    pass\n",
+                              "\n    torch.softmax = _zeros\n    torch.nn.functional.softmax = _zeros\n")
+    at_call = at_call.replace("def launch(in0, out=None):\n", "def launch(in0, out=None):\n    _patch()\n")
+    assert "_patch()" in at_call and "\ntorch.softmax = _zeros" not in at_call
+    search, events = make_search(tmp_path, HostileAgent(lambda honest: at_call))
     search.judge = Executor(snapshot=False)
     search.run()
     hostile = results(events, search, first_region)
     assert hostile and not any(e.passed for e in hostile)
-    assert all("the candidate changed" not in e.reason for e in hostile)
-    assert all("input set 0" in e.reason for e in hostile), [e.reason for e in hostile]
+    assert all("the candidate changed" not in e.reason and "does not import" not in e.reason for e in hostile), [e.reason for e in hostile]
     assert optimizer_functions() == before
     assert candidate_modules() == []
 
@@ -249,7 +268,7 @@ def test_without_the_tamper_check_the_zeros_still_fail_the_untouched_comparison(
         ("sleep", "no answer within 3 s during launch (the per-call limit)"),
     ],
 )
-def test_a_candidate_that_dies_raises_or_hangs_fails_and_the_run_goes_on(tmp_path, kind, expected):
+def test_a_candidate_that_dies_raises_or_hangs_fails_and_the_run_goes_on(tmp_path, past_the_static_check, kind, expected):
     search, events = make_search(tmp_path, HostileAgent(lambda honest: with_bad_launch(honest, kind)))
     search.call_timeout_s = 3.0
     started = time.monotonic()
@@ -289,7 +308,7 @@ def _check_in_order(search, events, sources):
     return cands
 
 
-def test_tampering_that_would_break_later_candidates_is_caught(tmp_path):
+def test_tampering_that_would_break_later_candidates_is_caught(tmp_path, past_the_static_check):
     sabotage = [lambda honest: honest + SABOTAGE_OTHERS, lambda honest: honest]
     # without the check the saboteur passes (its own output is right) and the honest kernel after it fails
     search, events = make_search(tmp_path / "unchecked", TemplateAgent())
