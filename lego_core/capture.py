@@ -259,7 +259,11 @@ def decomposition_table() -> dict:
 
 
 def has_conv2d(problem: Problem) -> bool:
-    """Whether the model holds a 2-D convolution (where channels-last pays on a GPU)."""
+    """Whether the model holds a 2-D convolution (where channels-last pays on a
+    GPU).  ``problem``: a ``Problem``, or a ``judge.composed.ProblemView``
+    (the composed model's process, which has the weights but not the modules)."""
+    if hasattr(problem, "holds_conv2d"):
+        return bool(problem.holds_conv2d)
     return any(isinstance(m, torch.nn.Conv2d) for m in problem.model.modules())
 
 

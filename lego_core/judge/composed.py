@@ -38,11 +38,14 @@ class ProblemView:
     """What ``e2e.load_composed`` and ``launch.measure_launch`` read from a
     ``Problem``, rebuilt in the fresh process from plain parts: ``spec.device``,
     ``spec.torch_dtype``, ``spec.dtype``, ``model.state_dict()`` and
-    ``make_inputs(seed)`` for the seeds that were sent."""
+    ``make_inputs(seed)`` for the seeds that were sent, and ``holds_conv2d``
+    (whether the original model holds a 2-D convolution: the model's modules
+    are not sent, only its weights)."""
 
-    def __init__(self, device: str, dtype: torch.dtype, dtype_name: str, state_dict: dict, inputs: dict):
+    def __init__(self, device: str, dtype: torch.dtype, dtype_name: str, state_dict: dict, inputs: dict, holds_conv2d: bool = False):
         self.spec = types.SimpleNamespace(device=device, torch_dtype=dtype, dtype=dtype_name)
         self.model = types.SimpleNamespace(state_dict=lambda: state_dict)
+        self.holds_conv2d = bool(holds_conv2d)
         self._inputs = inputs
 
     def make_inputs(self, seed: int) -> list:
@@ -52,8 +55,11 @@ class ProblemView:
     def payload(problem, inputs: dict) -> dict:
         """The parts to send: weights copied on the CPU (sharing would move the
         model's own storages into shared memory), shared as they are on a GPU."""
+        from lego_core.capture import has_conv2d
+
         state = {name: _sendable(value) for name, value in problem.model.state_dict().items()}
         return {
+            "holds_conv2d": has_conv2d(problem),
             "device": problem.spec.device,
             "dtype": problem.spec.torch_dtype,
             "dtype_name": problem.spec.dtype,
@@ -63,7 +69,8 @@ class ProblemView:
 
     @classmethod
     def from_payload(cls, payload: dict) -> "ProblemView":
-        return cls(payload["device"], payload["dtype"], payload["dtype_name"], payload["state_dict"], payload["inputs"])
+        return cls(payload["device"], payload["dtype"], payload["dtype_name"], payload["state_dict"], payload["inputs"],
+                   payload.get("holds_conv2d", False))
 
 
 def _sendable(value: Any) -> Any:

@@ -229,3 +229,20 @@ def test_channels_last_graph_replay_follows_in_place_weight_updates(map_net):
         model.dw.weight.mul_(3.0)
         torch.testing.assert_close(new(xs[1]), model(xs[1]), atol=1e-4, rtol=1e-4)  # captured again on new copies
         assert new(xs[2]).stride() == model(xs[2]).stride()
+
+
+def test_the_composed_models_process_knows_whether_the_model_holds_a_convolution(vector_net):
+    """The launch variants are measured in a fresh process that gets the
+    weights, not the modules (``judge.composed.ProblemView``): it must still
+    know whether the channels-last variants apply (on the H200 it once failed
+    with "'SimpleNamespace' object has no attribute 'modules'")."""
+    import types
+
+    from lego_core.judge.composed import ProblemView
+
+    module, _ = vector_net
+    for model, expected in ((module.Model(*module.get_init_inputs()), True), (torch.nn.Linear(4, 4), False)):
+        problem = types.SimpleNamespace(model=model, spec=types.SimpleNamespace(device="cpu", torch_dtype=torch.float32, dtype="fp32"))
+        view = ProblemView.from_payload(ProblemView.payload(problem, {1: [torch.randn(2, 3, 10, 12)]}))
+        assert nhwc_applies(view, view.make_inputs(1)) is expected
+        assert not nhwc_applies(view, [torch.randn(2, 3, 10)])
