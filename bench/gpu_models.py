@@ -185,6 +185,7 @@ def time_entry(entry: Entry, dtype: str, device: str, out_root: Path, rep: int, 
     report = _read_report(folder)
     memory = (report or {}).get("memory") or {}
     row["eager_peak_mb"], row["search_peak_mb"] = memory.get("eager_peak_mb"), memory.get("search_peak_mb")
+    row["bound_mb"], row["stage_peaks_mb"] = memory.get("bound_mb"), memory.get("stage_peaks_mb")
     e2e = (report or {}).get("end_to_end") or {}
     row["e2e_passed"] = e2e.get("passed")
     row["launch"] = _launch_mode(report)
@@ -383,9 +384,11 @@ def _left(deadline: float | None) -> float | None:
 
 
 def run_on_gpus(entries: list[Entry], args, gpus: list[str]) -> dict:
-    """One worker process per GPU (``CUDA_VISIBLE_DEVICES``), each with its
-    share of the models (dealt in turn); rows merged back into ``entries``
-    order.  Two phases: the searches run on all GPUs at once; then the
+    """One worker process per entry of ``gpus`` (``CUDA_VISIBLE_DEVICES``),
+    each with its share of the models (dealt in turn); rows merged back into
+    ``entries`` order.  A GPU named more than once (``--gpus 0,0,0``) runs
+    that many searches at once on it (the search's own candidate timings
+    then share the GPU; the reported timings below never do).  Two phases: the searches run on all GPUs at once; then the
     timing workers run one after another, so no timed call shares the host
     CPU with another GPU's search or torch.compile (eager and torch.compile
     default are launch-bound: host load changes their numbers)."""
@@ -400,8 +403,8 @@ def run_on_gpus(entries: list[Entry], args, gpus: list[str]) -> dict:
             phases.append(("time", ["--skip-search"]))
         for phase, flags in phases:
             running = []
-            for gpu, share in shares:
-                result_file = Path(tmp) / f"{phase}-gpu{gpu}.json"
+            for lane, (gpu, share) in enumerate(shares):
+                result_file = Path(tmp) / f"{phase}-lane{lane}-gpu{gpu}.json"  # a GPU named twice runs two lanes
                 cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", str(result_file), "--models", ",".join(e.name for e in share)]
                 cmd += [a for a in _forwarded_args(args) if a not in ("--search-only", "--skip-search")] + flags
                 env = _child_env(args.device)

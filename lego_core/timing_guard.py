@@ -18,12 +18,13 @@ the measurement with three defences:
    call must move (``min_bytes`` at the target GPU's bandwidth,
    ``lego_core.costmodel``) is not believed.
 
-Callers: the search times verified candidates (``search.engine``, or the
-executor process that calls candidates): ``guarded_measure_ms(lambda *xs,
-out: module.launch(*xs, out=out), input_sets, sub.run_reference,
-min_bytes=output_bytes(...), target=config.target_gpu)`` where today's code
-calls ``costing.measure_ms(lambda xs: module.launch(*xs), sets)``; a
-non-empty ``reason`` rejects the candidate.  Needs a CUDA device.
+:func:`guard_timing` is the mechanism, whatever runs the candidate;
+:func:`guarded_remote_time` is how the search times a verified candidate
+(``search.engine``): the candidate runs only in its executor
+(``lego_core.judge``), the fresh inputs, expected outputs and judgement stay
+in the optimizer, and a non-empty ``reason`` rejects the candidate.
+:func:`guarded_measure_ms` runs a kernel module held in this process (tools,
+tests).
 
 usage: ``python bench/gpu_checks/check_hacks.py`` runs the timing hacks on a GPU.
 """
@@ -72,16 +73,21 @@ def roofline_floor_ms(min_bytes: int, target: str = "H200") -> float:
 def fresh_inputs(input_sets: Sequence[Sequence[object]], seed: int | None = None) -> list[list]:
     """Copies of ``input_sets`` (new tensors) with new values: floating tensors
     multiplied elementwise by U(0.75, 1.25) (signs, zeros, NaN and the rough
-    scale stay, so the region means the same thing), others copied."""
-    gen = torch.Generator().manual_seed(seed if seed is not None else int(torch.randint(2**31 - 1, ()).item()))
+    scale stay, so the region means the same thing), others copied.  The
+    factors are drawn on each tensor's own device (a 4 GiB score matrix is
+    not drawn on the host)."""
+    base = seed if seed is not None else int(torch.randint(2**31 - 1, ()).item())
+    generators: dict[torch.device, torch.Generator] = {}
     fresh = []
     for inputs in input_sets:
         row = []
         for x in inputs:
             if isinstance(x, torch.Tensor) and x.is_floating_point():
-                factor = (0.75 + 0.5 * torch.rand(x.shape, generator=gen)).to(device=x.device, dtype=x.dtype)
+                gen = generators.get(x.device)
+                if gen is None:
+                    gen = generators[x.device] = torch.Generator(device=x.device).manual_seed(base + len(generators))
                 y = torch.empty_like(x)  # the same strides for a dense tensor
-                y.copy_(x.detach() * factor)
+                y.uniform_(0.75, 1.25, generator=gen).mul_(x.detach())
                 row.append(y)
             elif isinstance(x, torch.Tensor):
                 row.append(x.clone())
@@ -91,67 +97,126 @@ def fresh_inputs(input_sets: Sequence[Sequence[object]], seed: int | None = None
     return fresh
 
 
-def guarded_measure_ms(
-    launch: Callable[..., object],
+def guard_timing(
+    time_sets: Callable[[list[list], list[list]], float],
+    traced_call: Callable[[list, list], dict],
     input_sets: Sequence[Sequence[object]],
     reference: Callable[[list], list],
     *,
     min_bytes: int | None = None,
     target: str = "H200",
     dtype=None,
-    measure: Callable | None = None,
     seed: int | None = None,
     library_ops: Sequence[str] | None = None,
 ) -> GuardedTiming:
-    """Time ``launch(*inputs, out=outs)`` on fresh inputs and check the time.
+    """The three defences (module docstring) around any way of running a candidate.
 
-    ``input_sets``: the verification sets (or those the caller would time
-    on); fresh copies are made (:func:`fresh_inputs`).  ``reference(inputs)``
-    gives the expected outputs.  ``min_bytes``: bytes one call must move
-    (default :func:`output_bytes` of the reference's outputs); ``target``:
-    the GPU whose bandwidth sets the floor.  ``measure(fn, sets)``: the
-    timer (default ``costing.measure_ms``).  ``library_ops``: ATen ops the
-    candidate may run outside its kernels (None: from the sub-problem whose
-    ``run_reference`` is ``reference``, as ``verify.verify`` takes them).
+    ``time_sets(sets, outs) -> ms``: the candidate's median time over
+    ``launch(*sets[k], out=outs[k])`` (in this process, or in its executor);
+    ``traced_call(inputs, out) -> summary``: one call under
+    ``verify_trace.CallTrace``, its ``summary()`` (plain data).  The fresh
+    inputs, the reference's outputs, the poisoned output buffers and every
+    judgement stay with the caller: only ``time_sets`` and ``traced_call``
+    run candidate code.  ``input_sets``: the sets to derive fresh inputs
+    from (:func:`fresh_inputs`); ``reference(inputs)``: expected outputs
+    (list of tensors).  ``min_bytes``: bytes one call must move (default
+    :func:`output_bytes` of the expected outputs); ``target``: the GPU whose
+    bandwidth sets the floor; ``dtype``: the problem's dtype (tolerances);
+    ``library_ops``: ATen ops the candidate may run outside its kernels
+    (None: those of the sub-problem whose ``run_reference`` is ``reference``).
     Never raises for a bad candidate: a failure is a :class:`GuardedTiming`
-    with a reason.
+    with a reason (an executor that died raises, as ``time_sets`` does).
     """
-    from lego_core import costing
     from lego_core.verify import compare, ops_of_reference, poisoned_outputs
     from lego_core.verify_policy import trace_problem
-    from lego_core.verify_trace import CallTrace
 
-    measure = measure or costing.measure_ms
     library_ops, region_ops = ops_of_reference(reference, library_ops, None)
     fresh = fresh_inputs(input_sets, seed)
     with torch.no_grad():
         expected = [[t.detach() for t in reference(list(xs))] for xs in fresh]
-    outs = {id(xs): poisoned_outputs(exp) for xs, exp in zip(fresh, expected)}
-    floor = roofline_floor_ms(min_bytes if min_bytes is not None else output_bytes(expected[0]), target)
-
-    def timed(xs):
-        return launch(*xs, out=outs[id(xs)])
-
-    try:
-        ms = measure(timed, fresh)
-    except Exception as exc:  # noqa: BLE001 - a candidate that cannot be timed is rejected, not a crash
-        return GuardedTiming(math.inf, floor, f"the candidate failed while being timed: {type(exc).__name__}: {str(exc)[:200]}")
-    for k, (xs, exp) in enumerate(zip(fresh, expected)):
+    outs = [poisoned_outputs(exp) for exp in expected]
+    min_bytes = min_bytes if min_bytes is not None else output_bytes(expected[0])
+    floor = roofline_floor_ms(min_bytes, target)
+    ms = time_sets(fresh, outs)
+    for k, (xs, exp, out) in enumerate(zip(fresh, expected, outs)):
         for repeat in range(2):
-            out = outs[id(xs)]
             for buf, poisoned in zip(out, poisoned_outputs(exp)):
                 buf.copy_(poisoned)
-            with torch.no_grad(), CallTrace() as trace:
-                timed(xs)
+            summary = traced_call(xs, out)
             if torch.cuda.is_available():
                 torch.cuda.synchronize()
-            problem = trace_problem(trace.summary(), library_ops=library_ops, region_ops=region_ops)
+            problem = trace_problem(summary, library_ops=library_ops, region_ops=region_ops)
             if problem:
                 return GuardedTiming(ms, floor, f"after timing, call {2 * k + repeat + 1} on the timed inputs: {problem}")
             result = compare(out, exp, dtype)
             if not result.passed:
                 return GuardedTiming(ms, floor, f"after timing, call {2 * k + repeat + 1} on the timed inputs did not compute its output: {result.reason}")
     if ms < FLOOR_FACTOR * floor:
-        return GuardedTiming(ms, floor, (f"faster than the memory roofline allows: {ms:.4g} ms for at least {min_bytes or output_bytes(expected[0])} bytes "
+        return GuardedTiming(ms, floor, (f"faster than the memory roofline allows: {ms:.4g} ms for at least {min_bytes} bytes "
                                          f"(floor {floor:.4g} ms at {target}'s bandwidth; below {FLOOR_FACTOR:g}x the floor is not believed)"))
     return GuardedTiming(ms, floor)
+
+
+def guarded_measure_ms(
+    launch: Callable[..., object],
+    input_sets: Sequence[Sequence[object]],
+    reference: Callable[[list], list],
+    *,
+    measure: Callable | None = None,
+    **guard,
+) -> GuardedTiming:
+    """:func:`guard_timing` of ``launch(*inputs, out=outs)`` called in this
+    process (tools and tests that hold the kernel module themselves; the
+    search's candidates run in their executor: :func:`guarded_remote_time`).
+    ``measure(fn, sets)``: the timer (default ``costing.measure_ms``);
+    ``guard``: :func:`guard_timing`'s keywords."""
+    from lego_core import costing
+    from lego_core.verify_trace import CallTrace
+
+    measure = measure or costing.measure_ms
+
+    def time_sets(sets: list[list], outs: list[list]) -> float:
+        by_inputs = {tuple(id(x) for x in xs): out for xs, out in zip(sets, outs)}
+        try:
+            return measure(lambda xs: launch(*xs, out=by_inputs[tuple(id(x) for x in xs)]), sets)
+        except Exception as exc:  # noqa: BLE001 - reported as a failed timing below
+            raise _TimingFailed(exc) from exc
+
+    def traced_call(xs: list, out: list) -> dict:
+        with torch.no_grad(), CallTrace() as trace:
+            launch(*xs, out=out)
+        return trace.summary()
+
+    try:
+        return guard_timing(time_sets, traced_call, input_sets, reference, **guard)
+    except _TimingFailed as failed:
+        return GuardedTiming(math.inf, 0.0, f"the candidate failed while being timed: {type(failed.cause).__name__}: {str(failed.cause)[:200]}")
+    except Exception as exc:  # noqa: BLE001 - a candidate that raises in a checked call is rejected, not a crash
+        return GuardedTiming(math.inf, 0.0, f"the candidate failed in a call after timing: {type(exc).__name__}: {str(exc)[:200]}")
+
+
+def guarded_remote_time(module, input_sets: Sequence[Sequence[object]], reference: Callable[[list], list], *,
+                        clock: str = "gpu", **guard) -> GuardedTiming:
+    """:func:`guard_timing` of a candidate imported in its executor
+    (``judge.executor.RemoteModule``): timed there on the fresh inputs into
+    the preallocated outputs (``module.time(sets, outs=outs)``), called there
+    under the call trace (``module.candidate.traced``); fresh inputs,
+    expected outputs and every judgement stay here.  ``clock="cpu"``: the
+    executor times with ``timing.time_cpu`` (tests without a GPU).
+
+    A candidate that raises while timed or called is a :class:`GuardedTiming`
+    with the reason; an executor that died, hung or was tampered with raises
+    its ``judge.wire.JudgeError`` (the caller restarts it)."""
+    from lego_core.judge.wire import CandidateRaised
+
+    try:
+        return guard_timing(lambda sets, outs: module.time(sets, outs=outs, clock=clock),
+                            lambda xs, out: module.candidate.traced(xs, out)[1], input_sets, reference, **guard)
+    except CandidateRaised as exc:
+        return GuardedTiming(math.inf, 0.0, f"the candidate raised while being timed or checked after timing: {type(exc).__name__}: {str(exc)[:200]}")
+
+
+class _TimingFailed(Exception):
+    def __init__(self, cause: BaseException):
+        super().__init__(str(cause))
+        self.cause = cause

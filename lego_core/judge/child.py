@@ -387,7 +387,8 @@ def _call(state: State, payload: dict) -> tuple:
     from lego_core.judge import wire
 
     module = _module(state, payload["handle"])
-    args, out, count = _interned(state, payload["args"]), payload["out"], payload.get("memory", False)
+    out = None if payload["out"] is None else _interned(state, list(payload["out"]))  # the same buffers, the same objects
+    args, count = _interned(state, payload["args"]), payload.get("memory", False)
     _memory_start(state, count)
     if payload.get("trace"):  # what the call runs, recorded here and judged by the verifier (verify_policy)
         from lego_core.verify_trace import CallTrace
@@ -414,13 +415,22 @@ def _time(state: State, payload: dict) -> tuple:
     count = payload.get("memory", False)
     _memory_start(state, count)
     launch = module.launch
+    sets = [_interned(state, list(s)) for s in payload["sets"]]
+    if payload.get("outs") is not None:  # each set writes into its own buffers (timing_guard reads them after)
+        by_inputs = {tuple(id(x) for x in xs): _interned(state, list(out)) for xs, out in zip(sets, payload["outs"])}
+
+        def fn(xs):
+            return launch(*xs, out=by_inputs[tuple(id(x) for x in xs)])
+    else:
+        def fn(xs):
+            return launch(*xs)
     with _counted(state, count):
         if payload.get("clock") == "cpu":  # the same path on a machine without a GPU (tests)
             from lego_core.timing import time_cpu
 
-            ms = time_cpu(lambda xs: launch(*xs), payload["sets"], payload.get("warmup_ms") or 1.0, payload.get("rep") or 5).median_ms
+            ms = time_cpu(fn, sets, payload.get("warmup_ms") or 1.0, payload.get("rep") or 5).median_ms
         else:
-            ms = costing.measure_ms(lambda xs: launch(*xs), payload["sets"], payload.get("warmup_ms"), payload.get("rep"))
+            ms = costing.measure_ms(fn, sets, payload.get("warmup_ms"), payload.get("rep"))
         _sync()
     return float(ms), _memory_peak(state, count)
 

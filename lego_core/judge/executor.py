@@ -375,16 +375,22 @@ class RemoteModule:
             raise
         return (decoded, summary) if trace else decoded
 
-    def time(self, input_sets: Sequence[Sequence], *, warmup_ms: float | None = None, rep: int | None = None, clock: str = "gpu") -> float:
+    def time(self, input_sets: Sequence[Sequence], *, outs: Sequence[Sequence] | None = None, warmup_ms: float | None = None,
+             rep: int | None = None, clock: str = "gpu") -> float:
         """ms of ``launch`` on ``input_sets`` in the executor: ``costing.measure_ms``
         (CUDA-graph replay on a GPU); ``clock="cpu"`` times with ``timing.time_cpu``
-        (the same path without a GPU, for tests)."""
+        (the same path without a GPU, for tests).  ``outs``: one list of output
+        buffers per set, shared so the timed calls write into them
+        (``launch(*set, out=outs[k])``; ``timing_guard`` then checks what
+        they hold); None: ``launch(*set)``."""
         executor = self._executor
         sets = [_share(list(s), copy_cpu=True) for s in input_sets]
+        shared_outs = None if outs is None else [[o.detach() for o in out] for out in outs]
+        payload = {"sets": sets, "outs": shared_outs, "warmup_ms": warmup_ms, "rep": rep, "clock": clock, "memory": executor.meter is not None}
         try:
-            reply = self._request("time", {"sets": sets, "warmup_ms": warmup_ms, "rep": rep, "clock": clock, "memory": executor.meter is not None})
+            reply = self._request("time", payload)
         finally:
-            del sets
+            del sets, shared_outs, payload
             executor._collect()
         if not (isinstance(reply, tuple) and len(reply) == 2):
             executor._fail()

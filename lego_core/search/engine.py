@@ -48,7 +48,7 @@ from pathlib import Path
 
 import torch
 
-from lego_core import costing
+from lego_core import costing, timing_guard
 from lego_core.agents.base import Agent, Proposal
 from lego_core.judge import CandidateRaised, Executor, ExecutorTampered, JudgeError, RemoteModule
 from lego_core.agents.pool import make_pool
@@ -65,6 +65,7 @@ from lego_core.events import (
     VerificationResult,
 )
 from lego_core.search import tuning
+from lego_core.search.boundary import working_bytes
 from lego_core.search.inputs import leaf_edge_sets, leaf_input_sets
 from lego_core.search.mutation import FusionProposal, propose_fusions
 from lego_core.search.plan import Plan, best_plan, direct_options
@@ -446,7 +447,11 @@ class Search:
                         module = self._verify(sub, cand, input_sets)
                 if cand.verified.passed and self.measure:
                     try:
-                        cand.time_ms, cand.time_kind = module.time(_timing_sets(input_sets)), "measured"
+                        guarded = self._guarded_time(sub, module, input_sets)
+                        if guarded.believed:
+                            cand.time_ms, cand.time_kind = guarded.ms, "measured"
+                        else:
+                            cand.verified = dataclasses.replace(cand.verified, passed=False, reason=f"timing the candidate: {guarded.reason}")
                     except (JudgeError, CandidateRaised) as exc:
                         cand.verified = dataclasses.replace(cand.verified, passed=False, reason=f"timing the candidate failed: {type(exc).__name__}: {exc}")
                 elif cand.verified.passed:
@@ -481,6 +486,20 @@ class Search:
         cand.verified = verify(module.candidate, sub.run_reference, input_sets, self.dtype, seeds, edge_sets=edge,
                                precise_limit_bytes=self._precise_limit())
         return module
+
+    def _guarded_time(self, sub, module: RemoteModule, input_sets) -> "timing_guard.GuardedTiming":
+        """The verified candidate's time, guarded (``timing_guard.guarded_remote_time``):
+        timed in its executor on fresh inputs into preallocated outputs, then
+        called there twice per set under the call trace on the same tensors,
+        the outputs compared here, and a time below the roofline floor not
+        believed.  As many of the timing sets as the memory bound leaves room
+        for (at least one): each costs its fresh copy, the expected outputs
+        and the output buffers."""
+        sets = _timing_sets(input_sets)
+        room = self._precise_limit()
+        if room is not None:
+            sets = sets[: max(1, min(len(sets), room // max(1, working_bytes(sub))))]
+        return timing_guard.guarded_remote_time(module, sets, sub.run_reference, dtype=self.dtype, target=self.config.target_gpu)
 
     def _tune(self, node: OrNode, cand: Candidate, input_sets) -> str | None:
         """Per-shape tuning (``search.tuning``) of a kernel file that offers

@@ -37,13 +37,28 @@ def input_sets(case, seeds=(11, 12, 13)) -> list[list]:
     return [[env[n.name] for n in case.node.sub.inputs] for env in envs]
 
 
-def time_on_gpu(source: str, case_name: str, folder: Path, inputs: str | None = None):
-    """``timing_guard.guarded_measure_ms`` of a kernel file on ``case_name``'s node."""
-    from lego_core.timing_guard import guarded_measure_ms
+def time_guarded(source: str, case, folder: Path, clock: str = "gpu"):
+    """What the search does with a verified candidate: ``timing_guard.guarded_remote_time``,
+    the kernel imported, timed and called in a candidate executor, the
+    reference and the judgement here (``clock="cpu"``: timed with the CPU clock)."""
+    from lego_core.judge import Executor
+    from lego_core.timing_guard import guarded_remote_time
 
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"guarded_candidate_{next(_unique)}.py"
+    path.write_text(source)
+    executor = Executor(call_timeout_s=300)
+    try:
+        module = executor.load(path, f"lego_candidate_{path.stem}")
+        return guarded_remote_time(module, input_sets(case), case.node.sub.run_reference, clock=clock)
+    finally:
+        executor.close()
+
+
+def time_on_gpu(source: str, case_name: str, folder: Path, inputs: str | None = None):
+    """:func:`time_guarded` of a kernel file on ``case_name``'s node, captured on CUDA."""
     case = build_case(case_name, folder / f"{case_name}_{next(_unique)}", device="cuda", inputs=inputs)
-    module = load_candidate(source, folder)
-    return guarded_measure_ms(lambda *xs, out=None: module.launch(*xs, out=out), input_sets(case), case.node.sub.run_reference)
+    return time_guarded(source, case, folder)
 
 
 def time_unguarded(source: str, case_name: str, folder: Path, inputs: str | None = None) -> float:

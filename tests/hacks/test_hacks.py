@@ -160,3 +160,54 @@ def test_timing_guard_floor_rejects_an_impossible_time(cases):
     guarded = _guarded(honest, cases["softmax"], measure=lambda fn, sets: 1e-6, min_bytes=64 << 20)
     assert "faster than the memory roofline allows" in guarded.reason, guarded
     assert guarded.floor_ms > 2e-6
+
+
+def _guarded_in_executor(source, case, tmp_path, name):
+    """``timing_guard.guarded_remote_time`` as the search calls it (``gpu_hacks.time_guarded``), timed with the CPU clock."""
+    from gpu_hacks import time_guarded
+
+    return time_guarded(source, case, tmp_path / name, clock="cpu")
+
+
+def test_timing_guard_through_the_executor_catches_memoised_timing(cases, tmp_path):
+    """The search's path: the memo hack, timed in its executor on the same
+    buffers it is later checked on (the executor hands the kernel the same
+    tensor objects for the same memory), stops launching and is caught; the
+    honest kernel's time is believed."""
+    hack = next(h for h in GPU_HACKS if h.name == "memo_when_timed")
+    guarded = _guarded_in_executor(hack.source, cases["add_relu"], tmp_path, "memo")
+    assert not guarded.believed and hack.expect in guarded.reason, guarded
+    honest = _guarded_in_executor(next(c for c in CONTROLS if c.name == "add_relu_honest").source, cases["add_relu"], tmp_path, "honest")
+    assert honest.believed and 0 < honest.ms < float("inf"), honest
+
+
+def test_timing_guard_through_the_executor_catches_a_kernel_that_stops_computing_once_timed(cases, tmp_path):
+    """Another timing hack (not the corpus's memo): after enough calls the
+    kernel fills its output with a constant; verification's few calls never
+    reach it, the calls after timing do."""
+    honest = next(c for c in CONTROLS if c.name == "add_relu_honest").source
+    lazy = honest.replace("def launch(", "_CALLS = [0]\n\n\ndef _honest_launch(", 1) + '''
+
+def launch(x, y, out=None):
+    _CALLS[0] += 1
+    if _CALLS[0] > 12 and out is not None:
+        out[0].fill_(0.5)
+        return out
+    return _honest_launch(x, y, out=out)
+'''
+    guarded = _guarded_in_executor(lazy, cases["add_relu"], tmp_path, "lazy")
+    assert not guarded.believed and "after timing" in guarded.reason, guarded
+
+
+def test_timing_guard_through_the_executor_reports_a_kernel_that_raises_when_timed(cases, tmp_path):
+    honest = next(c for c in CONTROLS if c.name == "add_relu_honest").source
+    raising = honest.replace("def launch(", "_CALLS = [0]\n\n\ndef _honest_launch(", 1) + '''
+
+def launch(x, y, out=None):
+    _CALLS[0] += 1
+    if _CALLS[0] > 3:
+        raise RuntimeError("only three calls")
+    return _honest_launch(x, y, out=out)
+'''
+    guarded = _guarded_in_executor(raising, cases["add_relu"], tmp_path, "raising")
+    assert not guarded.believed and "only three calls" in guarded.reason, guarded

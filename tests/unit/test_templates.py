@@ -531,6 +531,35 @@ def test_row_block_is_the_next_power_of_two(tmp_path):
     assert "mask = offs_n < n_cols" in source
 
 
+def test_offsets_past_int32_use_64_bit_program_indices():
+    """A long sequence's score matrix (1 x 9 x 16384 x 16384 = 2.4e9 elements)
+    overflows int32 offsets: the H200 reported an illegal memory access."""
+    from lego_core.agents.template.codegen import needs_int64_offsets
+    from lego_core.capture import ValueInfo
+
+    big = ValueInfo((1, 9, 16384, 16384), torch.bfloat16, (9 * 16384 * 16384, 16384 * 16384, 16384, 1))
+    assert needs_int64_offsets(big.shape, [big])
+    small = ValueInfo((8, 1024), torch.float32, (1024, 1))
+    assert not needs_int64_offsets(small.shape, [small])
+    # a small iteration space over a slice of a huge tensor: the span counts
+    sliced = ValueInfo((2, 4), torch.float32, (2**30, 2**29))
+    assert needs_int64_offsets((2, 4), [sliced])
+
+
+@pytest.mark.parametrize("case_id", ["bias_gelu_erf", "permuted_and_transposed_inputs", "softmax_of_transposed_input", "layer_norm_affine_residual"])
+def test_64_bit_offsets_compute_the_same_values(case_id, tmp_path, monkeypatch):
+    """With the int32 limit lowered so the tiny case counts as huge, the
+    generated kernel takes the int64 path and still verifies."""
+    from lego_core.agents.template import codegen
+
+    case = next(c for c in POINTWISE_CASES + ROW_CASES if c.id == case_id)
+    built = build(tmp_path, case.source)
+    leaf = find_leaf(built, case.kind, case.ops)
+    monkeypatch.setattr(codegen, "INT32_LIMIT", 16)
+    assert "tl.program_id(0).to(tl.int64)" in generate(leaf.sub)
+    check_generated(built, leaf)
+
+
 def test_template_agent_proposes_the_generated_source(tmp_path):
     case = ROW_CASES[0]
     built = build(tmp_path, case.source)

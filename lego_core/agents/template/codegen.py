@@ -289,6 +289,25 @@ def _emit_nodes(sp: SubProblem, env: dict[str, str], is_row: bool) -> list[str]:
     return lines
 
 
+INT32_LIMIT = 2**31 - 1
+
+
+def needs_int64_offsets(shape, specs) -> bool:
+    """Whether a kernel over iteration ``shape`` reading/writing tensors
+    ``specs`` (``ValueInfo``: shape, stride) can form an element offset above
+    int32's range: the iteration space or any tensor's span (the offset of its
+    last element) reaches 2**31.  Then the program index is cast to int64,
+    so every offset computed from it is 64-bit (Triton's offsets are 32-bit
+    otherwise and wrap: an illegal memory access on the GPU)."""
+    if math.prod(shape) > INT32_LIMIT:
+        return True
+    for spec in specs:
+        span = sum((size - 1) * abs(stride) for size, stride in zip(spec.shape, spec.stride or ()) if size > 0)
+        if max(span, math.prod(spec.shape)) > INT32_LIMIT:
+            return True
+    return False
+
+
 def _pointwise_address(o: _Operand, ndim: int) -> str:
     if o.access == "flat":
         return f"{o.name}_ptr + offs"
@@ -303,12 +322,14 @@ def _body(sp: SubProblem, operands: list[_Operand], results: list[_Operand], is_
     """The kernel body: program index and mask, per-dimension indices where a
     strided tensor needs them, loads, the region's ops, stores."""
     ndim = len(sp.group.shape)
+    # a tensor of 2**31 elements or more (a long sequence's score matrix) overflows int32 offsets
+    program = "tl.program_id(0).to(tl.int64)" if needs_int64_offsets(sp.group.shape, [o.spec for o in operands + results]) else "tl.program_id(0)"
     if is_row:
-        lines = ["row = tl.program_id(0)", "offs_n = tl.arange(0, BLOCK_N)", "mask = offs_n < n_cols"]
+        lines = [f"row = {program}", "offs_n = tl.arange(0, BLOCK_N)", "mask = offs_n < n_cols"]
         index, dims, comment = "row", ndim - 1, "# index of this row in the leading dimensions"
         address = lambda o: _row_address(o, ndim - 1)  # noqa: E731
     else:
-        lines = ["pid = tl.program_id(0)", "offs = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)", "mask = offs < n_elements"]
+        lines = [f"pid = {program}", "offs = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)", "mask = offs < n_elements"]
         index, dims, comment = "offs", ndim, "# index of each element in the iteration space"
         address = lambda o: _pointwise_address(o, ndim)  # noqa: E731
     if order is not None:
