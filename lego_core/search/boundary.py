@@ -47,11 +47,21 @@ def working_bytes(sub) -> int:
     """Bytes a check of ``sub`` allocates beyond its boundary inputs (an
     estimate, upper-ish): a clone of the inputs, the reference's outputs, the
     candidate's poisoned outputs and the largest intermediate of the
-    reference (freed values of a GraphModule are released as it runs)."""
+    reference (freed values of a GraphModule are released as it runs), plus
+    :func:`executor_bytes` (what the candidate allocates in its executor,
+    which counts toward the run's peak but not toward this process's)."""
     inputs = sum(_nbytes(n) for n in sub.inputs)
     outputs = sum(_nbytes(n) for n in sub.outputs)
     inner = max((_nbytes(n) for n in sub.nodes), default=0)
-    return inputs + 2 * outputs + 2 * inner
+    return inputs + 2 * outputs + 2 * inner + executor_bytes(sub)
+
+
+def executor_bytes(sub) -> int:
+    """Bytes a candidate for ``sub`` may allocate in its executor during one
+    call (an estimate): its outputs, on an allocating call, and one copy of
+    its inputs (a ``.contiguous()`` of a permuted input, an fp32 staging
+    buffer of a 16-bit one)."""
+    return sum(_nbytes(n) for n in sub.inputs) + sum(_nbytes(n) for n in sub.outputs)
 
 
 class BoundaryStore:

@@ -448,7 +448,9 @@ class Search:
                 if cand.verified.passed and self.measure:
                     try:
                         guarded = self._guarded_time(sub, module, input_sets)
-                        if guarded.believed:
+                        if guarded is None:  # too large to time beside what the search holds
+                            cand.time_ms, cand.time_kind = costing.fused_estimate_ms(sub, self.dtype, self.config.target_gpu), "estimated"
+                        elif guarded.believed:
                             cand.time_ms, cand.time_kind = guarded.ms, "measured"
                         else:
                             cand.verified = dataclasses.replace(cand.verified, passed=False, reason=f"timing the candidate: {guarded.reason}")
@@ -487,19 +489,38 @@ class Search:
                                precise_limit_bytes=self._precise_limit())
         return module
 
-    def _guarded_time(self, sub, module: RemoteModule, input_sets) -> "timing_guard.GuardedTiming":
+    def _guarded_time(self, sub, module: RemoteModule, input_sets) -> "timing_guard.GuardedTiming | None":
         """The verified candidate's time, guarded (``timing_guard.guarded_remote_time``):
         timed in its executor on fresh inputs into preallocated outputs, then
         called there twice per set under the call trace on the same tensors,
         the outputs compared here, and a time below the roofline floor not
-        believed.  As many of the timing sets as the memory bound leaves room
-        for (at least one): each costs its fresh copy, the expected outputs
-        and the output buffers."""
+        believed.
+
+        Within the memory bound: each timed set costs a fresh copy of its
+        inputs, the expected outputs, the output buffers and a poisoned copy
+        (here) and the candidate's own allocations (``executor_bytes``,
+        there).  As many sets as fit (at least one); when not even one fresh
+        copy fits, the verification set itself is timed (the calls after
+        timing still catch a memo); when not even the outputs fit, None: the
+        caller keeps the cost model's estimate (a region too large to time
+        beside what the search holds)."""
+        from lego_core.search.boundary import _nbytes, executor_bytes
+
         sets = _timing_sets(input_sets)
         room = self._precise_limit()
+        fresh = True
         if room is not None:
-            sets = sets[: max(1, min(len(sets), room // max(1, working_bytes(sub))))]
-        return timing_guard.guarded_remote_time(module, sets, sub.run_reference, dtype=self.dtype, target=self.config.target_gpu)
+            outputs = sum(_nbytes(n) for n in sub.outputs)
+            inputs = sum(_nbytes(n) for n in sub.inputs)
+            room -= executor_bytes(sub)
+            per_set = inputs + 3 * outputs
+            if room >= per_set:
+                sets = sets[: max(1, min(len(sets), room // max(1, per_set)))]
+            elif room >= 3 * outputs:
+                sets, fresh = sets[:1], False
+            else:
+                return None
+        return timing_guard.guarded_remote_time(module, sets, sub.run_reference, dtype=self.dtype, target=self.config.target_gpu, fresh=fresh)
 
     def _tune(self, node: OrNode, cand: Candidate, input_sets) -> str | None:
         """Per-shape tuning (``search.tuning``) of a kernel file that offers
