@@ -17,6 +17,8 @@ maximum forward) and builds ``report["memory"]``.
 from __future__ import annotations
 
 import contextlib
+import os
+import sys
 import threading
 import weakref
 from typing import Callable, Iterable
@@ -190,6 +192,9 @@ class MemoryMeter:
         if self.device == "cuda" and not torch.cuda.is_available():
             return
         now = torch.cuda.max_memory_allocated() if self.device == "cuda" else (self.counter.peak if self.counter else 0)
+        if os.environ.get("LEGO_DEBUG_MEMORY_MB"):
+            print(f"[lego memory] stage {self.stage}: {now / MiB:.0f} MiB at this process's peak, "
+                  f"{self.stage_peaks.get(self.stage, 0) / MiB:.0f} MiB with other processes", file=sys.stderr, flush=True)
         self.stage_peaks[self.stage] = max(self.stage_peaks.get(self.stage, 0), now)
 
     def measure_eager(self, fn: Callable[[], object]) -> int:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import signal
+import sys
 import threading
 import weakref
 from pathlib import Path
@@ -35,6 +36,8 @@ from lego_core.judge.wire import BadReply, ExecutorDied, ExecutorTampered, Execu
 
 # seconds one request may take (import, one launch, one timing, ...); a candidate past it fails
 CALL_TIMEOUT_S = float(os.environ.get("LEGO_JUDGE_CALL_TIMEOUT_S", "300"))
+# LEGO_DEBUG_MEMORY_MB=N: print every executor request whose peak reached N MiB (stderr)
+DEBUG_MEMORY_BYTES = int(float(os.environ["LEGO_DEBUG_MEMORY_MB"]) * 2**20) if os.environ.get("LEGO_DEBUG_MEMORY_MB") else None
 START_TIMEOUT_S = float(os.environ.get("LEGO_JUDGE_START_TIMEOUT_S", "300"))
 
 _WHAT = {
@@ -238,8 +241,11 @@ class Executor:
             raise BadReply("the executor answered a load without a handle")
         return RemoteModule(self, handle, name, self.generation)
 
-    def _note_memory(self, nbytes: Any) -> None:
+    def _note_memory(self, nbytes: Any, what: str = "") -> None:
         if self.meter is not None and isinstance(nbytes, int) and not isinstance(nbytes, bool) and nbytes > 0:
+            if DEBUG_MEMORY_BYTES is not None and nbytes >= DEBUG_MEMORY_BYTES:  # where a broken bound comes from
+                print(f"[lego memory] executor {what}: {nbytes / 2**20:.0f} MiB at its peak, "
+                      f"{self.meter.allocated() / 2**20:.0f} MiB held here, stage {self.meter.stage}", file=sys.stderr, flush=True)
             self.meter.note_external(nbytes)
 
     def _collect(self) -> None:
@@ -367,7 +373,7 @@ class RemoteModule:
             executor._fail()
             raise BadReply("the executor answered a launch outside the protocol")
         value, nbytes, summary = reply
-        executor._note_memory(nbytes)
+        executor._note_memory(nbytes, f"launch of {self.__name__}")
         try:
             decoded = wire.decode(value, out)
         except BadReply:
@@ -395,7 +401,7 @@ class RemoteModule:
         if not (isinstance(reply, tuple) and len(reply) == 2):
             executor._fail()
             raise BadReply("the executor answered a timing outside the protocol")
-        executor._note_memory(reply[1])
+        executor._note_memory(reply[1], f"timing of {self.__name__}")
         return wire.finite_ms(reply[0])
 
     def forget(self) -> None:
