@@ -24,32 +24,63 @@ _LARGE = {torch.float16: 64.0}
 _LARGE_DEFAULT = 1.0e4
 
 
-def edge_input_sets(inputs: Sequence[object], editable: Sequence[bool] | None, seed: int) -> list[tuple[str, list]]:
-    """Two edge-case sets derived from ``inputs`` (one input set, in order).
+EDGE_KINDS = ("NaN and +-inf", "large, constant and zero rows")
+
+
+class EdgeInputSets(Sequence):
+    """The two edge-case sets of :func:`edge_input_sets`, each built when
+    indexed (``sets[j] -> (label, inputs)``), so only the one being checked
+    is alive: an edited copy of a long sequence's 4.6 GiB score matrix is
+    made once per check, not twice up front.  ``base``: the input set, or a
+    callable returning it (fetched again at each index, so a boundary store
+    may drop it between checks; ``release()``, when given, is called once
+    the edited copies are made).  Set ``j``'s positions come from
+    ``torch.Generator().manual_seed(seed + j)``."""
+
+    def __init__(self, base, editable: Sequence[bool] | None, seed: int, release=None):
+        self._base = base if callable(base) else (lambda: base)
+        self._release = release
+        self.editable, self.seed = editable, int(seed)
+        first = self._base()
+        floating = [isinstance(x, torch.Tensor) and x.is_floating_point() and x.numel() > 0 for x in first]
+        chosen = [f and (editable is None or bool(editable[j])) for j, f in enumerate(floating)]
+        self.chosen = chosen if any(chosen) else floating
+        del first
+
+    def __len__(self) -> int:
+        return len(EDGE_KINDS) if any(self.chosen) else 0
+
+    def __getitem__(self, j: int) -> tuple[str, list]:
+        if not 0 <= j < len(self):
+            raise IndexError(j)
+        gen = torch.Generator().manual_seed(self.seed + j)
+        edit = _with_specials if j == 0 else _with_extremes
+        inputs = list(self._base())
+        for k, x in enumerate(inputs):
+            if self.chosen[k]:
+                inputs[k] = edit(x, gen)
+        del x
+        if self._release is not None:
+            self._release()  # the edited copies replace the originals while this set is checked
+        return EDGE_KINDS[j], inputs
+
+
+def edge_input_sets(inputs, editable: Sequence[bool] | None, seed: int, release=None) -> EdgeInputSets:
+    """Two edge-case sets derived from ``inputs`` (one input set, in order, or
+    a callable returning it), built when indexed (:class:`EdgeInputSets`).
 
     ``editable[j]``: whether input ``j`` may be edited (say False for the
     model's parameters; None: every floating input).  When no editable
     input is floating, every floating input is edited instead.  ``seed``
-    picks the edited positions (``torch.Generator``).  Returns
-    ``[(label, inputs)]``: "NaN and +-inf" (NaN, +inf and -inf in three
+    picks the edited positions (``torch.Generator``).  Items are
+    ``(label, inputs)``: "NaN and +-inf" (NaN, +inf and -inf in three
     different last-dimension rows of each edited tensor) and "large,
     constant and zero rows" (one element +1e4 and one -1e4 (64 for fp16),
     one last-dimension row constant, one row of zeros, four rows apart).
-    Empty when no input is floating.
+    Empty when no input is floating.  ``release()``: called once a set is
+    built (a store may then drop the originals).
     """
-    floating = [isinstance(x, torch.Tensor) and x.is_floating_point() and x.numel() > 0 for x in inputs]
-    chosen = [f and (editable is None or bool(editable[j])) for j, f in enumerate(floating)]
-    if not any(chosen):
-        chosen = floating
-    if not any(chosen):
-        return []
-    gen = torch.Generator().manual_seed(int(seed))
-    specials, extremes = list(inputs), list(inputs)
-    for j, x in enumerate(inputs):
-        if chosen[j]:
-            specials[j] = _with_specials(x, gen)
-            extremes[j] = _with_extremes(x, gen)
-    return [("NaN and +-inf", specials), ("large, constant and zero rows", extremes)]
+    return EdgeInputSets(inputs, editable, seed, release)
 
 
 def _rows(x: torch.Tensor, gen: torch.Generator) -> list[int]:

@@ -136,6 +136,13 @@ class BoundaryStore:
         with self._lock:
             return storage_bytes(self._cache.values())
 
+    def release(self, k: int, names: list[str]) -> None:
+        """Drop seed ``k``'s cached values of ``names`` (the caller made what it
+        needs from them; they are recomputed if asked for again)."""
+        with self._lock:
+            for name in names:
+                self._cache.pop((k, name), None)
+
     def drop(self) -> None:
         """Release every cached value (the search is over)."""
         with self._lock:

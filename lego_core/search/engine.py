@@ -484,7 +484,7 @@ class Search:
         except (CandidateRaised, JudgeError) as exc:  # a kernel file that does not import fails verification
             cand.verified = VerifyReport(False, math.inf, math.inf, f"the kernel file does not import: {type(exc).__name__}: {exc}", seeds)
             return None
-        edge = leaf_edge_sets(sub, input_sets[0], self.parameters, seeds[0]) if EDGE_SETS else []
+        edge = leaf_edge_sets(sub, input_sets, self.parameters, seeds[0]) if EDGE_SETS else []
         cand.verified = verify(module.candidate, sub.run_reference, input_sets, self.dtype, seeds, edge_sets=edge,
                                precise_limit_bytes=self._precise_limit())
         return module

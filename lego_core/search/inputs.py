@@ -68,16 +68,22 @@ def leaf_input_sets(leaf: OrNode, activations, parameters: set[str], seeds: tupl
     return [_input_set(leaf, env, parameters, seeds, k) for k, env in enumerate(activations)]
 
 
-def leaf_edge_sets(sub, base: list, parameters: set[str], seed: int) -> list[tuple[str, list]]:
+def leaf_edge_sets(sub, input_sets, parameters: set[str], seed: int):
     """Edge-case sets (``lego_core.edge_inputs``: NaN, +-inf, large values,
-    constant and zero rows) derived from ``base``, one input set of the
-    sub-problem ``sub`` (the first seeded set), editing its activations, not the parameters it
-    reads; ``seed`` (record it: the first verification seed) picks the
-    positions.  At most two sets."""
+    constant and zero rows) derived from the first of ``input_sets`` (the
+    sub-problem ``sub``'s seeded sets: a list, or a store-backed
+    :class:`InputSets`, whose set 0 is fetched when an edge set is built and
+    released from the store's cache once copied, so a check holds one copy
+    of a large input, not two), editing its activations, not the parameters
+    it reads; ``seed`` (record it: the first verification seed) picks the
+    positions.  At most two sets, each built when indexed (one alive at a time)."""
     from lego_core.edge_inputs import edge_input_sets
 
     editable = [node.name not in parameters for node in sub.inputs]
-    return edge_input_sets(base, editable, seed)
+    if hasattr(input_sets, "release_set"):
+        sets = input_sets
+        return edge_input_sets(lambda: sets[0], editable, seed, release=lambda: sets.release_set(0))
+    return edge_input_sets(input_sets[0], editable, seed)
 
 
 def _input_set(leaf: OrNode, env, parameters: set[str], seeds: tuple, k: int) -> list:
@@ -127,6 +133,10 @@ class InputSets(Sequence):
         when it does, later fetches keep room for that copy."""
         self.holding = self.store.room() >= 2 * self.held + self.working
         return self.holding
+
+    def release_set(self, k: int) -> None:
+        """Let the store drop seed ``k``'s boundary values of this sub-problem."""
+        self.store.release(k, self.names)
 
     def timing_sets(self) -> list[list]:
         """Input sets to time on, all alive at once: every seed's while they fit

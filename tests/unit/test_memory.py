@@ -19,7 +19,7 @@ from lego_core.capture import capture_graph
 from lego_core.memory import LiveBytes, MemoryMeter, bound_bytes, storage_bytes
 from lego_core.problem import ProblemSpec, load_problem
 from lego_core.search.boundary import BoundaryStore
-from lego_core.search.inputs import leaf_input_sets
+from lego_core.search.inputs import leaf_edge_sets, leaf_input_sets
 from lego_core.tree import build_tree
 from lego_core.verify import compare, verify
 
@@ -112,7 +112,8 @@ def test_checks_through_the_store_stay_within_twice_eager(monkeypatch):
                 continue
             seen.add(node.sub.signature)
             sets = leaf_input_sets(node, store, parameters, SEEDS)
-            report = verify(_fused_kernel_like(node.sub), node.sub.run_reference, sets, torch.float32, list(SEEDS), trace=False)
+            edge = leaf_edge_sets(node.sub, sets, parameters, SEEDS[0])  # as the search checks: NaN/inf and extreme sets too
+            report = verify(_fused_kernel_like(node.sub), node.sub.run_reference, sets, torch.float32, list(SEEDS), edge_sets=edge, trace=False)
             assert report.passed, (node.id, report.reason)
             checked += 1
         store.drop()
