@@ -81,6 +81,10 @@ class Snapshot:
                 if not attr.startswith("__") and (callable(value) or isinstance(value, types.ModuleType)):
                     self.entries.append((f"{name}.{attr}", vars(module), attr, value))
         classes = [torch.Tensor, torch._C.TensorBase, torch._ops.OpOverload, torch._ops.OpOverloadPacket, torch.nn.Module]
+        # every nn module class a model can hold (nn.Softmax.forward patched at a kernel's first
+        # call turns every Softmax in the process to zeros): their own methods
+        classes += sorted({v for v in vars(torch.nn).values() if isinstance(v, type) and issubclass(v, torch.nn.Module)} - {torch.nn.Module},
+                          key=lambda c: f"{c.__module__}.{c.__qualname__}")
         for cls in classes:
             for attr, value in list(vars(cls).items()):
                 if attr not in ("__doc__", "__dict__", "__weakref__", "__annotations__"):
@@ -88,6 +92,10 @@ class Snapshot:
         self.aten = dict(vars(torch.ops.aten))
         self._seen: tuple = ()
         self._remember_aten(torch)
+        import threading
+
+        self.threads = {t.ident for t in threading.enumerate()}  # threads after this point are the candidates'
+        self._threading = threading
 
     def _remember_aten(self, torch) -> None:
         """The namespaces of ``torch.ops.aten`` as last checked (a fast path:
@@ -100,6 +108,9 @@ class Snapshot:
         import torch
 
         names = [name for name, module in self.modules.items() if sys.modules.get(name) is not module]
+        started = [t.name for t in self._threading.enumerate() if t.ident not in self.threads and t.is_alive() and not _sharer_thread(t)]
+        if started:  # work on another thread is invisible to the call trace, and could change outputs later
+            names.append(f"the process's threads (started {', '.join(started[:3])}, still running)")
         for name, namespace, attr, value in self.entries:
             now = namespace.get(attr, _MISSING)
             if now is not value and not (name.startswith("triton.language") and _interpreter_made(now)) and not _dynamo_made(name, now, value):
@@ -111,6 +122,13 @@ class Snapshot:
                 self._remember_aten(torch)  # overloads looked up since: genuine
             names += aten
         return names
+
+
+def _sharer_thread(thread) -> bool:
+    """Whether ``thread`` is multiprocessing's resource sharer (started the first
+    time a CPU tensor's file descriptor goes back to the judge), not the candidate's."""
+    target = getattr(thread, "_target", None)
+    return getattr(target, "__qualname__", "") == "_ResourceSharer._serve" and getattr(target, "__module__", "") == "multiprocessing.resource_sharer"
 
 
 def _interpreter_made(value: Any) -> bool:

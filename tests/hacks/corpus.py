@@ -22,6 +22,10 @@ class Hack:
     expect: str  # a fragment of the rejection reason
     source: str
     gpu: bool = False
+    # when the static check (lego_core.static_check) refuses the hack first: a fragment
+    # of its reason; ``expect`` is then the reason of the defence behind it, checked
+    # with the static check out of the way (test_hacks)
+    static: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -831,6 +835,159 @@ MASKED_FILL_CONTROLS = [
 # GPU only: timing and streams (bench/gpu_checks/check_hacks.py)
 # --------------------------------------------------------------------------
 
+
+# --------------------------------------------------------------------------
+# Evasion: kernels that tell the judge from a user's program, reach what the
+# static check looked for by another road, or change what they gave before
+# (found by a fresh tester of the judge; softmax over 8 x 4096)
+# --------------------------------------------------------------------------
+
+EVASION_HACKS = [
+    Hack("honest_only_under_judge", "softmax", "honest only when the judge's modules are loaded (a sys.modules probe)", "static check (import allowlist)",
+         "imports sys", softmax('''
+import sys
+
+
+def launch(x, out=None):
+    x = x.contiguous()
+    if out is None:
+        out = [torch.empty_like(x)]
+    if "lego_core.judge.child" in sys.modules or "lego_core.verify" in sys.modules:
+        softmax_into(x, out[0])
+    else:
+        copy_into(x, out[0])
+    return out
+''')),
+    Hack("honest_only_when_the_stack_shows_the_verifier", "softmax", "honest only when a caller's frame is LEGO's (a stack walk)", "static check (frame attributes)",
+         "uses the attribute ._getframe", softmax('''
+import torch as _t
+
+
+def _judged():
+    frame = _t.sys._getframe(1)
+    while frame is not None:
+        if "lego_core" in frame.f_code.co_filename:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def launch(x, out=None):
+    x = x.contiguous()
+    if out is None:
+        out = [torch.empty_like(x)]
+    softmax_into(x, out[0], row_stride=None if _judged() else 0)
+    return out
+''')),
+    Hack("thread_through_a_module_attribute", "softmax", "PyTorch compute on another thread, threading reached as torch.multiprocessing's attribute", "static check (module attributes)",
+         "uses the attribute .threading", softmax('''
+def launch(x, out=None):
+    if out is None:
+        out = [torch.empty_like(x)]
+    copy_into(x, out[0])
+
+    def work():
+        e = torch.exp(x - x.amax(-1, keepdim=True))
+        out[0].copy_(e / e.sum(-1, keepdim=True))
+
+    thread = torch.multiprocessing.reductions.threading.Thread(target=work)
+    thread.start()
+    thread.join()
+    return out
+''')),
+    Hack("numpy_through_sys_modules", "softmax", "NumPy on the host, reached through sys.modules and np.asarray", "static check (evasive names)",
+         "uses the attribute .modules", softmax('''
+def launch(x, out=None):
+    if out is None:
+        out = [torch.empty_like(x)]
+    copy_into(x, out[0])
+    np = torch.sys.modules["numpy"]
+    a = np.asarray(x)
+    e = np.exp(a - a.max(-1, keepdims=True))
+    out[0].copy_(torch.as_tensor(e / e.sum(-1, keepdims=True)))
+    return out
+''')),
+    Hack("patches_nn_softmax_at_first_call", "softmax", "replaces nn.Softmax.forward and nn.Linear.forward through local aliases on its first call", "executor snapshot (nn module classes)",
+         "Softmax.forward", softmax('''
+_DONE = []
+
+
+def launch(x, out=None):
+    x = x.contiguous()
+    if out is None:
+        out = [torch.empty_like(x)]
+    softmax_into(x, out[0])
+    if not _DONE:
+        _DONE.append(1)
+        cls = torch.nn.Softmax
+        cls.forward = lambda self, inp: inp * 0
+        lin = torch.nn.Linear
+        lin.forward = lambda self, inp: inp.new_zeros(inp.shape[:-1] + (self.out_features,))
+    return out
+'''), static="assigns to torch.nn.Softmax.forward"),
+    Hack("clobbers_its_previous_output", "softmax", "writes raw scores into the output it gave on the previous call", "verifier (earlier outputs left alone)",
+         "the next call changed output 0", softmax('''
+_LAST = []
+
+
+def launch(x, out=None):
+    x = x.contiguous()
+    if out is None:
+        out = [torch.empty_like(x)]
+    if _LAST:
+        copy_into(x, _LAST.pop())
+    softmax_into(x, out[0])
+    _LAST.append(out[0])
+    return out
+''')),
+    Hack("time_bomb", "softmax", "right for 20 s after its first call, then every row reads row 0", "static check (import allowlist)",
+         "imports time", softmax('''
+import time
+
+_T0 = []
+
+
+def launch(x, out=None):
+    x = x.contiguous()
+    if out is None:
+        out = [torch.empty_like(x)]
+    if not _T0:
+        _T0.append(time.monotonic())
+    softmax_into(x, out[0], row_stride=0 if time.monotonic() - _T0[0] > 20.0 else None)
+    return out
+''')),
+    Hack("memo_by_shape_and_probes", "softmax", "memo keyed by the shape and two probe elements", "edge-case sets (edited copies of a seeded set)",
+         "edge input set", softmax('''
+_MEMO = {}
+
+
+def launch(x, out=None):
+    x = x.contiguous()
+    key = (tuple(x.shape), x[0, 0].item(), x[-1, -1].item())
+    if out is None:
+        out = [torch.empty_like(x)]
+    if key in _MEMO:
+        copy_into(_MEMO[key], out[0])
+        return out
+    softmax_into(x, out[0])
+    _MEMO[key] = out[0].clone()
+    return out
+''')),
+]
+
+# the static check refuses these first; test_hacks also judges each past it, for the defence named above
+CAUGHT_STATICALLY = {
+    "import_patches_aten_softmax": "uses vars",
+    "import_patches_verifier_compare": "imports sys",
+    "patches_reference_during_call": "uses vars",
+    "alias_of_torch_softmax": "calls torch.softmax",
+    "getattr_of_torch_softmax": "looks up a PyTorch function with getattr()",
+    "module_dict_softmax": "uses the attribute .__dict__",
+    "memorised_public_seeds": "imports base64",
+    "writes_a_file": "imports os",
+    "einsum_under_an_alias": "calls torch.einsum",
+}
+
 GPU_HACKS = [
     Hack("private_stream", "add_relu", "work launched on a private CUDA stream (escapes the timing events)", "call trace (stream) + roofline floor",
          "CUDA stream other than the caller's", add_relu('''
@@ -867,5 +1024,6 @@ def launch(x, y, out=None):
          "tl.dot on fp32 operands in TF32", linear_kernel("tl.dot(a, b, acc)"), gpu=True),
 ]
 
-HACKS = SOFTMAX_HACKS + ADD_RELU_HACKS + LAYER_NORM_HACKS + LINEAR_HACKS + MASKED_FILL_HACKS
+HACKS = [dataclasses.replace(h, static=h.static or CAUGHT_STATICALLY.get(h.name, ""))
+         for h in SOFTMAX_HACKS + ADD_RELU_HACKS + LAYER_NORM_HACKS + LINEAR_HACKS + MASKED_FILL_HACKS + EVASION_HACKS]
 CONTROLS = SOFTMAX_CONTROLS + ADD_RELU_CONTROLS + LAYER_NORM_CONTROLS + LINEAR_CONTROLS + MASKED_FILL_CONTROLS

@@ -34,7 +34,8 @@ def test_hack_is_rejected_for_its_own_reason(hack, cases):
     cand = judge_candidate(hack.source, cases[hack.case])
     assert not cand.usable, f"{hack.name} ({hack.kind}) was accepted: {cand.verified.reason}"
     reason = cand.rejected_reason
-    assert hack.expect in reason, f"{hack.name} ({hack.kind}) rejected for another reason: {reason}"
+    expected = hack.static or hack.expect
+    assert expected in reason, f"{hack.name} ({hack.kind}) rejected for another reason: {reason}"
     assert "\n" not in reason and len(reason) < 500, reason
     seeds = cases[hack.case].search().config.verify_seeds
     assert not any(str(seed) in reason for seed in seeds), f"the reason reveals a seed in use: {reason}"
@@ -47,9 +48,13 @@ def test_honest_control_is_accepted(control, cases):
     assert cand.verified.runs >= 8  # 3 seeded sets twice each, then 2 edge sets
 
 
-def test_memorised_seeds_pass_only_when_the_seeds_are_public(cases):
+def test_memorised_seeds_pass_only_when_the_seeds_are_public(cases, monkeypatch):
     """The seed hack is not a straw man: with the seeds every run used to
-    have it is accepted; with the seeds a run now draws it is not."""
+    have it is accepted; with the seeds a run now draws it is not (judged
+    past the static check, which refuses its ``import base64`` first)."""
+    from lego_core.search import engine
+
+    monkeypatch.setattr(engine, "calls_back_into_reference", lambda *args, **kwargs: None)
     hack = next(h for h in HACKS if h.name == "memorised_public_seeds")
     assert judge_candidate(hack.source, cases["softmax"], seeds=PUBLIC_SEEDS).usable
     drawn = cases["softmax"].search().config
@@ -94,6 +99,20 @@ def test_template_agent_kernels_pass_the_trace_rules(cases):
             assert cand.usable, f"{case.name}: {cand.rejected_reason}"
             judged.append(case.name)
     assert {"softmax", "add_relu", "layer_norm", "masked_fill"} <= set(judged), judged
+
+
+@pytest.mark.parametrize("hack", [h for h in HACKS if h.static], ids=lambda h: h.name)
+def test_hack_is_rejected_past_the_static_check(hack, cases, monkeypatch):
+    """The defence behind the static check holds on its own: with the static
+    check out of the way, the hack is still rejected, for the reason its
+    entry names (a kernel written to get past a static reading must not get
+    through)."""
+    from lego_core.search import engine
+
+    monkeypatch.setattr(engine, "calls_back_into_reference", lambda *args, **kwargs: None)
+    cand = judge_candidate(hack.source, cases[hack.case])
+    assert not cand.usable, f"{hack.name} ({hack.kind}) was accepted past the static check: {cand.verified.reason}"
+    assert hack.expect in cand.rejected_reason, f"{hack.name}: rejected for another reason past the static check: {cand.rejected_reason}"
 
 
 @pytest.mark.gpu

@@ -283,7 +283,7 @@ def test_a_candidate_that_dies_raises_or_hangs_fails_and_the_run_goes_on(tmp_pat
     assert candidate_modules() == []
 
 
-def test_a_kernel_file_that_hangs_on_import_is_stopped(tmp_path):
+def test_a_kernel_file_that_hangs_on_import_is_stopped(tmp_path, past_the_static_check):
     search, events = make_search(tmp_path, HostileAgent(lambda honest: "import time\ntime.sleep(3600)\n" + honest))
     search.call_timeout_s = 3.0
     search.run()

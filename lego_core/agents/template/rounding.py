@@ -6,8 +6,8 @@ round-to-nearest-even, as PyTorch does.  Triton's CPU interpreter
 the mantissa instead, so kernels checked on a CPU are biased toward zero and
 about twice as far from the exact result as eager bf16.  Generated kernel
 files therefore round their bf16 outputs themselves before the store, but
-only under the interpreter (a module-level constexpr read from the
-environment; compiled kernels skip it and keep the hardware conversion).
+only under the interpreter (a module-level constexpr from
+``triton.knobs.runtime.interpret``; compiled kernels skip it and keep the hardware conversion).
 
 The rounding is the usual bit trick (as in PyTorch's ``c10::BFloat16``
 ``round_to_nearest_even``): add ``0x7FFF + ((bits >> 16) & 1)`` to the fp32
@@ -20,11 +20,11 @@ Use :func:`round_store` for the value of a ``tl.store`` and
 """
 from __future__ import annotations
 
-HELPER = '''import os
+HELPER = '''
 
 # Triton's interpreter converts fp32 to bf16 by truncation; PyTorch (and a compiled
 # kernel's store) rounds to nearest even.  Under the interpreter, round first.
-BF16_RNE = tl.constexpr(os.environ.get("TRITON_INTERPRET", "0") == "1")
+BF16_RNE = tl.constexpr(bool(triton.knobs.runtime.interpret))
 
 
 @triton.jit
