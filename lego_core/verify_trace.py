@@ -48,6 +48,13 @@ import threading
 import warnings
 
 import torch
+# The first call of a dispatch mode's ``__torch_dispatch__`` imports
+# torch._dynamo (torch wraps it in ``torch._disable_dynamo``): about 1.5 s of
+# CPU.  Imported here, with this module, so that the processes forked after it
+# was imported (every candidate executor and composed-model process, forked
+# from the fork server, which imports lego_core.verify) do not each pay it at
+# their first trace (:func:`_warm_up`).  It does not initialise CUDA.
+import torch._dynamo  # noqa: F401
 from torch.utils._python_dispatch import TorchDispatchMode
 
 # --------------------------------------------------------------------------
