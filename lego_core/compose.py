@@ -195,7 +195,8 @@ def model_source(graph: Graph, items: list[OrNode], problem, run_id: str, kernel
             shapes=", ".join(str(list(s)) for s in shapes),
             runtime_module=f"lego_runtime_{run_id}",
             reference=reference,
-            interpret='\nos.environ.setdefault("TRITON_INTERPRET", "1")  # optimized for the CPU: Triton\'s interpreter runs the kernels\n'
+            interpret=('\nif not torch.cuda.is_available():  # optimized for the CPU: Triton\'s interpreter runs the kernels (nothing compiles without a GPU)\n'
+                       '    os.environ.setdefault("TRITON_INTERPRET", "1")\n')
             if spec.device == "cpu"
             else "",
         )
@@ -206,12 +207,44 @@ def model_source(graph: Graph, items: list[OrNode], problem, run_id: str, kernel
     parts.append(f"\n# what the plan was made for: (\"tensor\", shape, dtype, strides) or (\"value\", the Python value)\nINPUTS = {inputs_decl!r}\n")
     eager_strides = (layout or {}).get("output_strides")
     parts.append(f"# the strides of eager's output when the model was optimized (None: not one tensor)\nEAGER_OUTPUT_STRIDES = {tuple(eager_strides) if eager_strides is not None else None!r}\n")
+    parts.append("# plain attributes of the model's modules when it was captured (module path, name, value): torch.export baked them in\n"
+                 f"BAKED_ATTRIBUTES = {baked_attributes(problem.model)!r}\n")
+    parts.append(f"PLAN_DEVICE = {spec.device!r}\n")
     parts.append(launch_line(launch or DEFAULT_LAUNCH))
     parts.append(CHECKS)
     body, functions = _forward_body(graph, items)
     parts += ["\n\n" + f for f in functions]
     parts.append(_model_class(graph, user_inputs, [isinstance(x, torch.Tensor) for x in example], body, layout or {}))
     return "".join(parts)
+
+
+_PLAIN = (bool, int, float, str, type(None))
+# nn.Module's own bookkeeping attributes (hook flags), not the user's
+_MODULE_INTERNALS = frozenset(vars(torch.nn.Module())) | {"training"}
+
+
+def _plain(value) -> bool:
+    if isinstance(value, (tuple, list)):
+        return len(value) <= 16 and all(_plain(v) for v in value)
+    return isinstance(value, _PLAIN) and (not isinstance(value, str) or len(value) <= 200)
+
+
+def baked_attributes(model: torch.nn.Module) -> tuple:
+    """``((module path, name, value), ...)``: every plain attribute (bool,
+    int, float, str, None, short tuples of them) of ``model`` and its
+    submodules, as ``torch.export`` saw them (it bakes the values the
+    forward reads into the graph: a temperature, an ``eps``, a flag).
+    ``optimized_model.py`` keeps them so that ``ModelNew`` notices when one
+    is changed after construction and runs the original forward instead of
+    a plan that still uses the old value (``lego_runtime.forward_mode``)."""
+    baked = []
+    for path, module in model.named_modules():
+        for name, value in vars(module).items():
+            if name not in _MODULE_INTERNALS and not name.startswith("_lego") and _plain(value):
+                if isinstance(value, float) and value != value:
+                    continue  # NaN never equals itself: not checkable, and rare as a setting
+                baked.append((path, name, tuple(value) if isinstance(value, list) else value))
+    return tuple(baked)
 
 
 def _reference_lines(overrides: dict, run_id: str) -> str:
@@ -298,6 +331,8 @@ def _model_class(graph: Graph, user_inputs: list[fx.Node], is_tensor: list[bool]
         '    lego_cuda_graph = LAUNCH["cuda_graph"]',
         '    lego_channels_last = LAUNCH.get("channels_last", False)',
         f"    _lego_bound_dtypes = {tuple(str(value_info(n).dtype) if value_info(n) is not None else '' for n in bound)!r}  # what the plan was made for",
+        "    _lego_baked = BAKED_ATTRIBUTES",
+        "    _lego_plan_device = PLAN_DEVICE",
         "",
         "    def __init__(self, *args, **kwargs):",
         "        super().__init__(*args, **kwargs)",
@@ -314,7 +349,11 @@ def _model_class(graph: Graph, user_inputs: list[fx.Node], is_tensor: list[bool]
         "        lego_runtime.GENERATION[0] += 1  # .to()/.cuda()/.half() move tensors: bind and capture again",
         "        return super()._apply(fn, *args, **kwargs)",
         "",
-        "    def forward(self, *inputs):",
+        "    def forward(self, *inputs, **kwargs):",
+        "        if kwargs or len(inputs) != len(INPUTS):  # keyword inputs and defaults, as Model.forward takes them",
+        "            inputs, kwargs = lego_runtime.positional(Model.forward, self, inputs, kwargs, len(INPUTS))",
+        "            if kwargs:  # a **kwargs the plan never saw: the user's own forward",
+        "                return super().forward(*inputs, **kwargs)",
         "        mode = lego_runtime.forward_mode(self, inputs)",
         '        if mode == "plan":',
         "            inputs = check_call(self, inputs)  # in the layout the plan was made for",

@@ -31,6 +31,7 @@ things make a composed forward cost what its kernels cost:
 """
 from __future__ import annotations
 
+import os
 import warnings
 
 import torch
@@ -91,6 +92,10 @@ class BoundTensors(_Cache):
         self._fits = True
         self._submodules_key = None
         self._submodules = ()
+        self._attributes_key = None
+        self._attributes_changed = ""
+        self._attribute_slots = ()
+        self._attribute_values = ()
 
     def get(self, model, device) -> tuple:
         """The bound tensors for inputs on ``device``."""
@@ -125,10 +130,77 @@ class BoundTensors(_Cache):
             self._submodules_key = GENERATION[0]
         return any(m.training for m in self._submodules)
 
+    def attributes_fit(self, model) -> str:
+        """``""`` when every plain attribute the plan baked in
+        (``model._lego_baked``: module path, name, value) still has its value,
+        else the first that changed, as ``"path.name"``.  Per call this reads
+        each attribute once from its module's ``__dict__`` and compares one
+        tuple (about 40 ns an attribute); the modules are looked up again once
+        per :data:`GENERATION` (a module replaced anywhere)."""
+        baked = getattr(model, "_lego_baked", ())
+        if self._attributes_key != GENERATION[0]:
+            modules = dict(model.named_modules())
+            self._attribute_slots = tuple((vars(modules[p]) if p in modules else {}, n) for p, n, _v in baked)
+            # the baked values, held as the model holds them when equal (a list for a tuple)
+            self._attribute_values = tuple(now if _same(now, v) else v
+                                           for (d, n), (_p, _n, v) in zip(self._attribute_slots, baked)
+                                           for now in (d.get(n, _MISSING),))
+            self._attributes_key = GENERATION[0]
+        if tuple([d.get(n, _MISSING) for d, n in self._attribute_slots]) != self._attribute_values:
+            return _changed_attribute(model, baked)
+        return ""
+
     def invalidate(self) -> None:
         """Resolve again on the next call."""
         self._key = None
         self._submodules_key = None
+        self._attributes_key = None
+
+
+_MISSING = object()
+
+
+def _same(now, value) -> bool:
+    """Whether attribute value ``now`` is the baked ``value`` (a list equals its tuple)."""
+    if isinstance(now, list):
+        now = tuple(now)
+    return now is not _MISSING and type(now) is type(value) and now == value
+
+
+def _changed_attribute(model, baked) -> str:
+    """The first baked attribute (``"path.name"``) whose value is not the baked one, or ``""``."""
+    modules = dict(model.named_modules())
+    for path, name, value in baked:
+        module = modules.get(path)
+        if not _same(vars(module).get(name, _MISSING) if module is not None else _MISSING, value):
+            return f"{path}.{name}" if path else name
+    return ""
+
+
+def positional(forward, model, inputs, kwargs, count: int) -> tuple:
+    """``(inputs, kwargs)`` of a call ``model(*inputs, **kwargs)`` as
+    ``forward`` (the user's ``Model.forward``) binds it: keyword arguments
+    moved to their positions and defaults filled in, the first ``count``
+    (the inputs the plan was optimized with) kept; what only a ``**kwargs``
+    parameter takes stays in ``kwargs``.  A parameter past ``count`` kept
+    its default when the model was optimized (torch.export baked it in):
+    another value raises ValueError.  Raises TypeError as the user's forward
+    would for a call that does not fit its signature."""
+    import inspect
+
+    signature = inspect.signature(forward)
+    bound = signature.bind(model, *inputs, **kwargs)
+    given = set(bound.arguments)
+    bound.apply_defaults()
+    args = tuple(bound.args[1:])
+    names = [n for n in list(signature.parameters)[1:]]
+    for k in range(count, len(args)):
+        name = names[k] if k < len(names) else f"#{k}"
+        default = signature.parameters[name].default if name in signature.parameters else inspect.Parameter.empty
+        if name in given and args[k] is not default and not (type(args[k]) is type(default) and args[k] == default):
+            raise ValueError(f"argument {name!r} was {default!r} when ModelNew was optimized and is baked into its kernels; "
+                             f"got {args[k]!r}. Run LEGO again with this value")
+    return args[:count] if len(args) > count else args, dict(bound.kwargs)
 
 
 def forward_mode(model, inputs) -> str:
@@ -162,8 +234,20 @@ def forward_mode(model, inputs) -> str:
         return "original"
     device = next((x.device for x in inputs if isinstance(x, torch.Tensor)), None)
     if not model._lego_bound.fits(model, device):
-        warnings.warn("LEGO: the model's parameters are no longer of the dtype the plan was optimized for: running the "
-                      "original forward (optimize again for this dtype)", stacklevel=3)
+        want = sorted({d.removeprefix("torch.") for d in model._lego_bound_dtypes if d})
+        got = sorted({str(p.dtype).removeprefix("torch.") for p in model.parameters()})
+        warnings.warn(f"LEGO: the model's parameters are {', '.join(got)} and the plan was optimized for {', '.join(want)}: "
+                      f"running the original forward (build it as the file's docstring says, "
+                      f"ModelNew(...).to(device, dtype), or optimize again for this dtype)", stacklevel=3)
+        return "original"
+    changed = model._lego_bound.attributes_fit(model)
+    if changed:
+        warnings.warn(f"LEGO: {changed} changed after the model was optimized and its old value is baked into the plan: "
+                      "running the original forward (optimize again with the new value)", stacklevel=3)
+        return "original"
+    if getattr(model, "_lego_plan_device", None) == "cpu" and torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1":
+        warnings.warn("LEGO: this plan was optimized on a CPU and its kernels run only in Triton's interpreter "
+                      "(TRITON_INTERPRET=1): running the original forward (optimize again with --device cuda)", stacklevel=3)
         return "original"
     return "plan"
 
