@@ -631,7 +631,8 @@ def verify(
                 changed = _changed_since(earlier)
                 if changed:
                     result = Comparison(False, math.inf, math.inf, changed)
-            earlier = _remember(runs, given, precise_limit_bytes, buffers.tensors) if result.passed else None
+            earlier = _remember(runs, given, buffers.tensors, precise_limit_bytes) if result.passed else None
+            del given  # only what _remember kept stays alive
             if set_index < n_seeded:  # the reported error is the seeded sets'; edge sets (huge values) pass or fail
                 worst_abs = max(worst_abs, result.max_abs_error)
                 worst_norm = max(worst_norm, result.norm_rel_error)
@@ -792,30 +793,55 @@ def _call(run: Candidate, inputs: list, out: list | None, trace: bool) -> tuple[
         return returned, call_trace.summary()
 
 
-# outputs of one call kept (with a copy) to check that the next call leaves them alone, up to this many bytes
-EARLIER_OUTPUT_BYTES = 256 << 20
+def bits_digest(t: Tensor) -> tuple:
+    """A fingerprint of ``t``'s bits, computed piece by piece (no full-size
+    temporary): the sums of its elements' bit patterns as int64 and of
+    those times a per-piece position weight.  Two tensors with the same
+    digest almost surely hold the same bits (enough to see a kernel write
+    into an output it gave before; not a cryptographic hash)."""
+    t = t.detach()
+    if t.is_complex():
+        t = torch.view_as_real(t)
+    bits = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}.get(t.element_size())
+    total, weighted = 0, 0
+    for offset, piece, _ in _pieces(t, t):
+        if bits is not None and piece.dtype != bits:
+            piece = piece.contiguous().view(bits)
+        values = piece.to(torch.int64)
+        total += int(values.sum())
+        weighted += int((values * torch.arange(1, values.numel() + 1, device=values.device)).sum()) * (offset + 1)
+    return tuple(t.shape), t.dtype, total, weighted
 
 
-def _remember(call: int, outputs: list, limit: int | None, inputs: Sequence | None = None) -> tuple | None:
-    """``(call, outputs, copies)`` of the outputs a call gave, or None when
-    their copies would not fit (``EARLIER_OUTPUT_BYTES``, or ``limit``).
+# the previous call's outputs are kept for the check while they take at most
+# this fraction of the memory the caller leaves the verification (``precise_limit_bytes``)
+EARLIER_OUTPUTS_SHARE = 8
+
+
+def _remember(call: int, outputs: list, inputs: Sequence | None = None, limit: int | None = None) -> tuple | None:
+    """``(call, outputs, digests)`` of the outputs a call gave (kept alive,
+    fingerprinted with :func:`bits_digest`), or None when there are none or
+    keeping them would take more than ``1/EARLIER_OUTPUTS_SHARE`` of
+    ``limit`` bytes (a check near the memory bound skips this one).
     Outputs that alias one of ``inputs`` (the call buffers, refilled for the
     next call: a view is allowed to follow its input) are left out."""
     held = {x.untyped_storage().data_ptr() for x in (inputs or ()) if isinstance(x, Tensor)}
     tensors = [t for t in outputs if isinstance(t, Tensor) and t.untyped_storage().data_ptr() not in held]
-    size = sum(t.numel() * t.element_size() for t in tensors)
-    if not tensors or size > min(EARLIER_OUTPUT_BYTES, limit if limit is not None else EARLIER_OUTPUT_BYTES):
+    if not tensors:
         return None
-    return call, tensors, [t.detach().clone() for t in tensors]
+    kept = sum(t.untyped_storage().nbytes() for t in tensors)  # a view keeps its whole base alive
+    if limit is not None and EARLIER_OUTPUTS_SHARE * kept > limit:
+        return None
+    return call, tensors, [bits_digest(t) for t in tensors]
 
 
 def _changed_since(earlier: tuple) -> str:
     """A reason when a later call changed the outputs an earlier one gave (a
     kernel that keeps its last output and writes into it: the caller's
     earlier result goes wrong behind its back), else ``""``."""
-    call, tensors, copies = earlier
-    for k, (now, then) in enumerate(zip(tensors, copies)):
-        if not same_bits(now, then):
+    call, tensors, digests = earlier
+    for k, (now, then) in enumerate(zip(tensors, digests)):
+        if bits_digest(now) != then:
             return f"the next call changed output {k} of call {call} (a kernel must not write into outputs it gave before)"
     return ""
 

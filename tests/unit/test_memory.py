@@ -113,7 +113,9 @@ def test_checks_through_the_store_stay_within_twice_eager(monkeypatch):
             seen.add(node.sub.signature)
             sets = leaf_input_sets(node, store, parameters, SEEDS)
             edge = leaf_edge_sets(node.sub, sets, parameters, SEEDS[0])  # as the search checks: NaN/inf and extreme sets too
-            report = verify(_fused_kernel_like(node.sub), node.sub.run_reference, sets, torch.float32, list(SEEDS), edge_sets=edge, trace=False)
+            room = max(0, int(store.room()))  # what the search passes (Search._precise_limit)
+            report = verify(_fused_kernel_like(node.sub), node.sub.run_reference, sets, torch.float32, list(SEEDS), edge_sets=edge, trace=False,
+                            precise_limit_bytes=room)
             assert report.passed, (node.id, report.reason)
             checked += 1
         store.drop()
