@@ -387,8 +387,8 @@ def run_on_gpus(entries: list[Entry], args, gpus: list[str]) -> dict:
     """One worker process per entry of ``gpus`` (``CUDA_VISIBLE_DEVICES``),
     each with its share of the models (dealt in turn); rows merged back into
     ``entries`` order.  A GPU named more than once (``--gpus 0,0,0``) runs
-    that many searches at once on it (the search's own candidate timings
-    then share the GPU; the reported timings below never do).  Two phases: the searches run on all GPUs at once; then the
+    that many searches at once on it (each timing of a search holds the GPU
+    alone: ``lego_core.gpu_lock``; the reported timings below never share it).  Two phases: the searches run on all GPUs at once; then the
     timing workers run one after another, so no timed call shares the host
     CPU with another GPU's search or torch.compile (eager and torch.compile
     default are launch-bound: host load changes their numbers)."""

@@ -49,7 +49,8 @@ class TimingResult:
     ``median_ms``: the median; ``p20_ms`` / ``p80_ms``: 20th and 80th
     percentiles (linear interpolation, as ``numpy.percentile``); ``method``:
     ``"cuda_events"``, ``"cuda_graph"`` (events around graph replays) or
-    ``"perf_counter"``.
+    ``"perf_counter"``; ``samples_ms``: the per-call times, sorted (to pool
+    the samples of several runs, as the launch choice's interleaved rounds do).
     """
 
     median_ms: float
@@ -57,6 +58,7 @@ class TimingResult:
     p80_ms: float
     n: int
     method: str = "cuda_events"
+    samples_ms: tuple[float, ...] = dataclasses.field(default=(), repr=False, compare=False)
 
     def to_dict(self) -> dict:
         """Plain-data form for events and report.json."""
@@ -95,6 +97,7 @@ def summarize(times_ms: Sequence[float], method: str) -> TimingResult:
         p80_ms=quantile(ordered, 0.8),
         n=len(ordered),
         method=method,
+        samples_ms=tuple(ordered),
     )
 
 
@@ -248,14 +251,18 @@ def time_gpu(
     replays (removes launch gaps; for whole-model timing); ``fn`` must then
     be capturable (no host sync, no allocation that changes between calls).
     ``sync_each``: synchronize after every timed call (see :func:`measure`).
+    Holds the GPU alone while it times (``lego_core.gpu_lock``: another
+    process's verification or timing on the same card waits).
 
     Raises ``RuntimeError`` when no CUDA device is available, ``ValueError``
     for empty ``input_sets`` or ``rep < 1``.
     """
     if not gpu_available():
         raise RuntimeError("time_gpu needs a CUDA device and none is available; use the cost model (lego_core.costmodel) or time_cpu")
+    from lego_core import gpu_lock
+
     device = _device_of(input_sets)
-    with torch.cuda.device(device):
+    with torch.cuda.device(device), gpu_lock.exclusive(device):  # no other process's kernels beside the timed ones
         clock = CudaEventClock(device, l2_flush_bytes if flush_l2 else 0)
         if cuda_graph:
             fn = _graph_replayer(fn, input_sets)

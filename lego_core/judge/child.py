@@ -448,7 +448,10 @@ def _time(state: State, payload: dict) -> tuple:
 
             ms = time_cpu(fn, sets, payload.get("warmup_ms") or 1.0, payload.get("rep") or 5).median_ms
         else:
-            ms = costing.measure_ms(fn, sets, payload.get("warmup_ms"), payload.get("rep"))
+            from lego_core import gpu_lock
+
+            with gpu_lock.held_elsewhere():  # the optimizer that asked holds the GPU alone for this timing
+                ms = costing.measure_ms(fn, sets, payload.get("warmup_ms"), payload.get("rep"))
         _sync()
     return float(ms), _memory_peak(state, count)
 

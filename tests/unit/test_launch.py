@@ -13,7 +13,7 @@ import torch
 from lego_core import ProblemSpec, optimize
 from lego_core.compose import set_launch
 from lego_core.config import OptimizeConfig
-from lego_core.launch import MIN_GAIN, _pick
+from lego_core.launch import MIN_GAIN, TIMING_ROUNDS, _interleaved_medians, _pick
 from lego_core.search import load_module  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
@@ -132,6 +132,72 @@ def test_pick_ships_the_fastest_only_when_it_clearly_beats_eager():
     # the original forward replayed as a graph is a candidate of its own
     chosen = _pick({"plan": 2.0, "original": 1.0, "original+graph": 0.6}, {})
     assert (chosen["forward"], chosen["cuda_graph"]) == ("original", True)
+
+
+class _FakeGraph:
+    failure = None
+
+    def invalidate(self):
+        pass
+
+
+class _FakeComposed:
+    """Stands for ModelNew in the timing rounds: each call's time is its
+    variant's own plus whatever load the GPU has at that moment."""
+
+    def __init__(self):
+        self.lego_forward, self.lego_cuda_graph, self.lego_channels_last = "plan", False, False
+        self._lego_graph = _FakeGraph()
+
+
+def test_launch_timing_interleaves_rounds_so_a_burst_of_load_does_not_decide(monkeypatch):
+    """A burst of load from another process while one variant is timed must
+    not make a slower variant win: the variants are timed in interleaved
+    rounds and the samples pooled (measured once, one after the other, a
+    search beside it made a 0.061 ms plan look faster than 0.039 ms eager)."""
+    import lego_core.timing as timing
+    from lego_core.timing import summarize
+
+    own_ms = {("plan", False): 1.10, ("original", False): 1.00, ("plan", True): 1.05, ("original", True): 1.20}
+    calls = []
+
+    def fake_time_gpu(fn, input_sets, warmup_ms, rep, sync_each=False):
+        assert sync_each, "a user's call starts from an idle GPU"
+        new = fake
+        burst = 5.0 if not calls else 0.0  # the first variant timed meets another process's kernels
+        calls.append((new.lego_forward, new.lego_cuda_graph))
+        return summarize([own_ms[(new.lego_forward, new.lego_cuda_graph)] + burst] * rep, "cuda_events")
+
+    fake = _FakeComposed()
+    monkeypatch.setattr(timing, "time_gpu", fake_time_gpu)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
+    variants = [("original", False, False), ("plan", False, False), ("plan", False, True), ("original", False, True)]
+    errors = {}
+    times = _interleaved_medians(fake, [[torch.zeros(1)]], variants, errors)
+    assert errors == {}
+    assert len(calls) == TIMING_ROUNDS * len(variants)
+    assert [c for c in calls[: len(variants)]] != [c for c in calls[len(variants): 2 * len(variants)]], "rounds rotate the order"
+    # eager met the burst in round 0 only: its pooled median is its own time, and it stays the choice
+    assert times["original"] == pytest.approx(1.00)
+    assert _pick(times, errors)["chosen"] == "original"
+
+
+def test_launch_timing_rules_out_a_variant_that_fails_while_timed(monkeypatch):
+    import lego_core.timing as timing
+    from lego_core.timing import summarize
+
+    def fake_time_gpu(fn, input_sets, warmup_ms, rep, sync_each=False):
+        if fake.lego_cuda_graph:
+            raise RuntimeError("CUDA error: operation not permitted when stream is capturing")
+        return summarize([1.0] * rep, "cuda_events")
+
+    fake = _FakeComposed()
+    monkeypatch.setattr(timing, "time_gpu", fake_time_gpu)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
+    errors = {}
+    times = _interleaved_medians(fake, [[torch.zeros(1)]], [("original", False, False), ("plan", False, True)], errors)
+    assert set(times) == {"original"}
+    assert "stream is capturing" in errors["plan+graph"]
 
 
 @pytest.mark.gpu

@@ -1,0 +1,124 @@
+"""lego_core.gpu_lock: timings hold the GPU alone across processes, other GPU work shares it.
+
+No GPU needed: the locks are taken on a lock file of the test's own (``path=``)."""
+import multiprocessing
+import os
+import time
+
+import pytest
+
+from lego_core import gpu_lock
+
+CTX = multiprocessing.get_context("fork")
+
+
+def _hold(kind, path, seconds, started, log):
+    with getattr(gpu_lock, kind)(path=path):
+        log.put((kind, "in", time.monotonic()))
+        started.set()
+        time.sleep(seconds)
+        log.put((kind, "out", time.monotonic()))
+
+
+def _spawn(kind, path, seconds, log):
+    started = CTX.Event()
+    proc = CTX.Process(target=_hold, args=(kind, path, seconds, started, log))
+    proc.start()
+    assert started.wait(10), f"the {kind} holder never got the lock"
+    return proc
+
+
+def _events(log, n):
+    return [log.get(timeout=10) for _ in range(n)]
+
+
+def test_a_timing_waits_for_shared_work_and_shared_work_waits_for_a_timing(tmp_path):
+    path = str(tmp_path / "gpu.lock")
+    log = CTX.Queue()
+    verifying = _spawn("shared", path, 0.4, log)
+    start = time.monotonic()
+    with gpu_lock.exclusive(path=path):
+        got = time.monotonic()
+        timing = CTX.Process(target=_hold, args=("shared", path, 0.0, CTX.Event(), log))
+        timing.start()
+        time.sleep(0.3)
+        released = time.monotonic()
+    timing.join(10)
+    verifying.join(10)
+    events = _events(log, 4)
+    first_out = next(t for kind, what, t in events[:2] if what == "out")
+    assert got >= first_out, "the timing began while another process was verifying"
+    assert got - start >= 0.3
+    second_in = [t for kind, what, t in events[2:] if what == "in"][0]
+    assert second_in >= released
+
+
+def test_shared_holders_run_side_by_side(tmp_path):
+    path = str(tmp_path / "gpu.lock")
+    log = CTX.Queue()
+    first = _spawn("shared", path, 0.5, log)
+    t0 = time.monotonic()
+    second = _spawn("shared", path, 0.0, log)  # would wait 0.5 s if shared holds excluded each other
+    assert time.monotonic() - t0 < 0.4
+    first.join(10), second.join(10)
+
+
+def test_holds_nest_and_end_unlocked(tmp_path):
+    path = str(tmp_path / "gpu.lock")
+    with gpu_lock.shared(path=path):
+        with gpu_lock.exclusive(path=path):  # a timing inside a verification converts the hold
+            with gpu_lock.shared(path=path):
+                pass
+        with gpu_lock.held_elsewhere(), gpu_lock.exclusive(path=path):
+            pass  # a no-op: the process that asked holds it
+    log = CTX.Queue()
+    t0 = time.monotonic()
+    _spawn("exclusive", path, 0.0, log).join(10)
+    assert time.monotonic() - t0 < 5, "the lock stayed held after the last hold ended"
+
+
+def _stream_of_verifications(path, stop, log):
+    while not stop.is_set():
+        with gpu_lock.shared(path=path):
+            time.sleep(0.05)
+
+
+def test_a_stream_of_verifications_does_not_starve_a_timing(tmp_path):
+    path = str(tmp_path / "gpu.lock")
+    stop = CTX.Event()
+    streams = [CTX.Process(target=_stream_of_verifications, args=(path, stop, None)) for _ in range(3)]
+    for proc in streams:
+        proc.start()
+    time.sleep(0.3)
+    try:
+        t0 = time.monotonic()
+        with gpu_lock.exclusive(path=path):
+            waited = time.monotonic() - t0
+    finally:
+        stop.set()
+        for proc in streams:
+            proc.join(10)
+    assert waited < 1.0, f"the timing waited {waited:.2f} s behind overlapping verifications"
+
+
+def test_a_dead_holder_releases_the_gpu(tmp_path):
+    path = str(tmp_path / "gpu.lock")
+    log = CTX.Queue()
+    holder = _spawn("exclusive", path, 60, log)
+    holder.kill()
+    holder.join(10)
+    t0 = time.monotonic()
+    with gpu_lock.exclusive(path=path):
+        assert time.monotonic() - t0 < 5
+
+
+def test_a_forked_child_does_not_inherit_this_process_hold(tmp_path):
+    path = str(tmp_path / "gpu.lock")
+    log = CTX.Queue()
+    with gpu_lock.exclusive(path=path):
+        pid = os.fork()
+        if pid == 0:  # the child's holds start empty: its own exclusive hold waits for the parent's
+            code = 0 if not gpu_lock._holds else 1
+            os._exit(code)
+        _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
