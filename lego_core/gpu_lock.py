@@ -97,8 +97,12 @@ def _apply(fd: int, mode: int, turnstile: int) -> None:
     passes the turnstile (a second lock file: a timing holds it exclusively
     while it waits for the card), so a stream of verifications cannot keep
     a waiting timing out for ever."""
+    # whatever this process holds is given up before it waits in the
+    # turnstile: a process that kept its hold there (shared, waiting to time;
+    # exclusive, going back to shared) and one in the turnstile waiting for
+    # that hold to end would wait for each other for ever
+    fcntl.flock(fd, fcntl.LOCK_UN)
     if mode == fcntl.LOCK_UN:
-        fcntl.flock(fd, fcntl.LOCK_UN)
         return
     deadline = time.monotonic() + WAIT_S
     through = _wait(turnstile, fcntl.LOCK_EX if mode == fcntl.LOCK_EX else fcntl.LOCK_SH, deadline)

@@ -122,3 +122,76 @@ def test_a_forked_child_does_not_inherit_this_process_hold(tmp_path):
             os._exit(code)
         _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def _verify_then_time(path, both_verifying, done):
+    with gpu_lock.shared(path=path):  # a verification...
+        both_verifying.wait()
+        with gpu_lock.exclusive(path=path):  # ...that then times its candidate
+            time.sleep(0.05)
+    done.put(os.getpid())
+
+
+def test_two_searches_that_time_inside_a_verification_do_not_deadlock(tmp_path):
+    """Two processes, each holding the GPU shared, both ask to hold it alone
+    (a search times the candidate it just verified): each must give up its
+    shared hold while it waits, or each waits for the other for ever."""
+    path = str(tmp_path / "gpu.lock")
+    both = CTX.Barrier(2, timeout=10)
+    done = CTX.Queue()
+    procs = [CTX.Process(target=_verify_then_time, args=(path, both, done)) for _ in range(2)]
+    t0 = time.monotonic()
+    for proc in procs:
+        proc.start()
+    finished = [done.get(timeout=20) for _ in procs]
+    assert time.monotonic() - t0 < 5, "the two searches waited for each other (the lock gave way only to its time limit)"
+    for proc in procs:
+        proc.join(10)
+    assert sorted(finished) == sorted(p.pid for p in procs)
+
+
+def _random_holds(path, seed, inside, broken, done):
+    import random
+
+    rng = random.Random(seed)
+
+    def enter(kind):
+        with inside.get_lock():
+            readers, writers = inside[0], inside[1]
+            if writers or (kind == "exclusive" and readers):
+                broken.value += 1
+            inside[0 if kind == "shared" else 1] += 1
+
+    def leave(kind):
+        with inside.get_lock():
+            inside[0 if kind == "shared" else 1] -= 1
+
+    for _ in range(25):
+        outer = rng.choice(["shared", "exclusive"])
+        with getattr(gpu_lock, outer)(path=path):
+            enter(outer)
+            time.sleep(rng.random() * 0.004)
+            leave(outer)
+            if rng.random() < 0.5:
+                inner = rng.choice(["shared", "exclusive"])
+                with getattr(gpu_lock, inner)(path=path):
+                    kind = "exclusive" if "exclusive" in (outer, inner) else "shared"
+                    enter(kind)
+                    time.sleep(rng.random() * 0.004)
+                    leave(kind)
+    done.put(seed)
+
+
+def test_many_processes_nesting_holds_at_random_finish_and_never_share_a_timing(tmp_path):
+    path = str(tmp_path / "gpu.lock")
+    inside = CTX.Array("i", [0, 0])  # processes inside a shared / an exclusive hold
+    broken = CTX.Value("i", 0)
+    done = CTX.Queue()
+    procs = [CTX.Process(target=_random_holds, args=(path, seed, inside, broken, done)) for seed in range(5)]
+    for proc in procs:
+        proc.start()
+    finished = sorted(done.get(timeout=30) for _ in procs)
+    for proc in procs:
+        proc.join(10)
+    assert finished == list(range(5))
+    assert broken.value == 0, "a timing ran while another process held the GPU"
