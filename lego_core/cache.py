@@ -50,6 +50,8 @@ _PACKAGE = Path(__file__).resolve().parent
 # part of every key.  Tests point this at a temporary copy.
 CODEGEN_ROOTS: tuple[Path, ...] = (_PACKAGE / "agents", _PACKAGE / "fusion")
 CODEGEN_SUFFIXES = (".py", ".j2")
+# the verifier's sources: what decides whether a kernel passes (``judge_hash``)
+JUDGE_FILES = ("verify.py", "verify_policy.py", "verify_trace.py", "static_check.py", "edge_inputs.py", "timing_guard.py")
 
 _KEY_RE = re.compile(r"[0-9a-f]{8,128}")
 
@@ -87,7 +89,17 @@ def codegen_hash(roots: tuple[Path, ...] | None = None) -> str:
     root, and contents).  Memoized on each file's (size, mtime_ns), so it
     reads the files again only after one changed."""
     roots = CODEGEN_ROOTS if roots is None else roots
-    files = codegen_sources(roots)
+    return _sources_hash(codegen_sources(roots), roots)
+
+
+def judge_hash() -> str:
+    """sha256 hex of the judge's sources (:data:`JUDGE_FILES`): a cached
+    "no kernel passed" is an answer of the judge that gave it, so a changed
+    verifier asks the agent again (a cached kernel is verified again anyway)."""
+    return _sources_hash([_PACKAGE / name for name in JUDGE_FILES], (_PACKAGE,))
+
+
+def _sources_hash(files: list[Path], roots: tuple[Path, ...]) -> str:
     stamp = tuple((str(p), st.st_size, st.st_mtime_ns) for p in files for st in [p.stat()])
     with _codegen_lock:
         cached = _codegen_memo.get(stamp)
@@ -131,7 +143,7 @@ def cache_key(signature: str, device: str, dtype, agent: str, config_key: dict) 
     include its name); ``dtype``: a ``torch.dtype`` or its name; ``agent``:
     the agent's name; ``config_key``: ``OptimizeConfig.key()`` (JSON-ready,
     hashed with sorted keys).  Also hashed: the format version, torch and
-    Triton versions and :func:`codegen_hash`.  Raises TypeError when
+    Triton versions, :func:`codegen_hash` and :func:`judge_hash`.  Raises TypeError when
     ``config_key`` is not JSON-serialisable.
     """
     parts = {
@@ -143,6 +155,7 @@ def cache_key(signature: str, device: str, dtype, agent: str, config_key: dict) 
         "config": config_key,
         **_library_versions(),
         "codegen": codegen_hash(),
+        "judge": judge_hash(),
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
 

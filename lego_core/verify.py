@@ -889,12 +889,38 @@ def _check_one_call(run: Candidate, inputs: Sequence[Tensor], expected: list[Ten
     if inf_for_nan:
         expected = [_inf_for_nan(a, e) for a, e in zip(returned, expected)]
     result = compare(returned, expected, dtype)
+    if not result.passed and precise and _values_only(result):
+        # eager's own 16-bit rounding can be what differs (a cumsum of values
+        # scaled by exp(+7) and back: 9% on one element of a bf16 scan that
+        # kept fp32 inside): the output passes when it is within the same
+        # tolerance of the float64 result rounded once to its dtype
+        exact = _correctly_rounded(returned, expected, precise, inf_for_nan)
+        if exact is not None and compare(returned, exact, dtype).passed:
+            result = dataclasses.replace(result, passed=True, reason="")
+        del exact
     if result.passed and precise:
         for k, (a, e, hi) in enumerate(zip(returned, expected, precise)):
             reason = precision_mismatch(f"output {k}", a, e, hi)
             if reason:
                 return Comparison(False, result.max_abs_error, result.norm_rel_error, reason)
     return result
+
+
+def _values_only(result: Comparison) -> bool:
+    """Whether a failed comparison failed on values (not on shapes, dtypes or NaN/inf placement)."""
+    return "outside tolerance" in result.reason or "norm-relative" in result.reason
+
+
+def _correctly_rounded(returned, expected: list[Tensor], precise: list, inf_for_nan: bool) -> list[Tensor] | None:
+    """Each 16-bit output's float64 reference rounded once to its dtype (the
+    best answer that dtype can hold), the eager output where there is no
+    float64 reference; None when no output has one."""
+    if not isinstance(returned, (list, tuple)) or not any(hi is not None for hi in precise):
+        return None
+    exact = [e if hi is None else hi.to(device=e.device, dtype=e.dtype) for e, hi in zip(expected, precise)]
+    if inf_for_nan:
+        exact = [_inf_for_nan(a, e) if isinstance(a, Tensor) else e for a, e in zip(returned, exact)]
+    return exact
 
 
 def _written_inputs(given: Sequence[object], inputs: Sequence[object]) -> str:

@@ -107,6 +107,19 @@ def test_key_changes_when_a_template_changes(tmp_path, monkeypatch):
     assert codegen_hash() != base_hash
 
 
+def test_key_changes_when_the_judge_changes(tmp_path, monkeypatch):
+    """A cached "no kernel passed" is the answer of the verifier that gave
+    it: after the verifier changes, the agent is asked again."""
+    for name in cache_mod.JUDGE_FILES:
+        shutil.copy(cache_mod._PACKAGE / name, tmp_path / name)
+    monkeypatch.setattr(cache_mod, "_PACKAGE", tmp_path)
+    base_key = key()
+    verifier = tmp_path / "verify.py"
+    verifier.write_text(verifier.read_text() + "\n# a changed tolerance\n")
+    assert key() != base_key
+    assert set(cache_mod.JUDGE_FILES) >= {"verify.py", "verify_policy.py", "static_check.py"}
+
+
 # --- round trip ------------------------------------------------------------
 
 
