@@ -33,7 +33,8 @@ browser:
 # filesystem broker and result files under var/), or PostgreSQL / Redis when
 # DATABASE_URL / REDIS_URL are set: the run worker (the GPU queue, one run at
 # a time) and the agents worker (agent calls, LEGO_AGENT_QUEUE, in threads).
-# Ctrl-C stops all three.
+# Ctrl-C stops all three.  DEBUG is off (the app's own error pages; set
+# DJANGO_DEBUG=1 for Django's debug pages); --insecure serves static files.
 run: $(STAMP)
 	$(PY) manage.py migrate --noinput -v 0
 	$(PY) manage.py ensure_dev_user --url http://$(HOST):$(PORT)/
@@ -41,7 +42,7 @@ run: $(STAMP)
 	$(PY) -m celery -A webapp.config --quiet worker --loglevel INFO -n agents@%h \
 	  -Q $${LEGO_AGENT_QUEUE:-lego-agents} --pool threads --concurrency 8 & agents=$$!; \
 	trap 'kill $$worker $$agents 2>/dev/null; wait $$worker $$agents' EXIT; \
-	$(PY) manage.py runserver --noreload $(HOST):$(PORT)
+	$(PY) manage.py runserver --noreload --insecure $(HOST):$(PORT)
 
 # pytest's exit status 5 (no test collected) is not a failure here.
 test: $(STAMP) browser

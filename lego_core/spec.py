@@ -7,6 +7,8 @@ form without loading torch; ``lego_core.problem`` does the actual loading.
 from __future__ import annotations
 
 import dataclasses
+import math
+import re
 from pathlib import Path
 
 DTYPE_NAMES = ("fp32", "bf16", "fp16")
@@ -69,9 +71,10 @@ class ProblemSpec:
 def parse_overrides(items: list[str] | None) -> dict[str, int | float | bool]:
     """Parse ``["batch_size=2", "eps=1e-5"]`` into ``{"batch_size": 2, "eps": 1e-05}``.
 
-    Values are ints, floats or ``true``/``false``.  Raises ProblemError for an
-    item without ``=``, a name that is not an identifier, or a value that is
-    not a number.
+    Values are ints (64-bit), finite floats or ``true``/``false``.  Raises
+    ProblemError for an item without ``=``, a name that is not an identifier,
+    a value that is not a number, an integer outside -2**63..2**63-1, or a
+    float that is nan or infinite (``inf``, ``1e400``).
     """
     result: dict[str, int | float | bool] = {}
     for item in items or []:
@@ -83,12 +86,42 @@ def parse_overrides(items: list[str] | None) -> dict[str, int | float | bool]:
     return result
 
 
+INT_MIN, INT_MAX = -(2**63), 2**63 - 1  # an override must fit a 64-bit integer (a tensor size, a seed)
+_WHOLE = re.compile(r"[+-]?[0-9][0-9_]*")
+
+
 def _parse_value(name: str, text: str) -> int | float | bool:
+    """``true``/``false``, a 64-bit integer or a finite float; ProblemError
+    for anything else (not a number, out of range, nan or infinite)."""
     if text.lower() in ("true", "false"):
         return text.lower() == "true"
-    for convert in (int, float):
-        try:
-            return convert(text)
-        except ValueError:
-            pass
-    raise ProblemError(f"override {name}={text!r} is not a number.", hint=f"give {name} an integer or a float.")
+    try:
+        value = int(text)
+    except ValueError:
+        if _WHOLE.fullmatch(text):  # too many digits for int() itself
+            raise _out_of_range(name, text) from None
+    else:
+        if not INT_MIN <= value <= INT_MAX:
+            raise _out_of_range(name, text)
+        return value
+    try:
+        number = float(text)
+    except ValueError:
+        raise ProblemError(f"override {name}={_short(text)!r} is not a number.", hint=f"give {name} an integer or a float.") from None
+    if not math.isfinite(number):
+        raise ProblemError(
+            f"override {name}={_short(text)!r} is not a finite number.",
+            hint=f"give {name} a finite value: nan, inf and numbers beyond ±1.8e308 cannot be used.",
+        )
+    return number
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= 40 else f"{text[:20]}...{text[-10:]} ({len(text)} characters)"
+
+
+def _out_of_range(name: str, text: str) -> ProblemError:
+    return ProblemError(
+        f"override {name}={_short(text)!r} is out of range.",
+        hint=f"give {name} a whole number from -2**63 to 2**63-1 (it must fit in 64 bits).",
+    )

@@ -78,7 +78,7 @@ def sample_events(n_leaves: int = 3) -> list[dict]:
         {"type": "progress", "ts": t0 + 1.7, "stage": "search", "done": 1, "total": n_leaves, "message": ""},
         {"type": "plan_improved", "ts": t0 + 2.5, "cost_ms": 0.052, "baseline_ms": 0.06, "speedup": 1.154, "measured": False,
          "items": n_leaves, "chosen": leaves, "initial": False},
-        {"type": "run_finished", "ts": t0 + 3.0, "out_dir": "/tmp/out", "summary": {"speedup": 1.154}},
+        {"type": "run_finished", "ts": t0 + 3.0, "out_dir": ".", "summary": {"speedup": 1.154}},
     ]
     return events
 
@@ -399,10 +399,10 @@ def open_page(browser, url: str):
 @pytest.fixture
 def report_file(finished_run, tmp_path) -> Path:
     """The finished run's report.html, copied alone into another folder."""
-    path = report_html.ensure_report_html(finished_run, finished_run.output_path)
+    html = report_html.report_html_bytes(finished_run, finished_run.output_path)
     copy = tmp_path / "elsewhere" / "report.html"  # no server, no folder around it
     copy.parent.mkdir()
-    copy.write_bytes(path.read_bytes())
+    copy.write_bytes(html)
     return copy
 
 

@@ -7,3 +7,9 @@ urlpatterns = [
     path("api/", include("webapp.runs.api_urls")),
     path("", include("webapp.runs.urls")),
 ]
+
+# the app's own error pages (JSON under /api/); see error_views.py
+handler400 = "webapp.config.error_views.bad_request"
+handler403 = "webapp.config.error_views.permission_denied"
+handler404 = "webapp.config.error_views.page_not_found"
+handler500 = "webapp.config.error_views.server_error"

@@ -120,7 +120,7 @@ def run_json(request, run: Run) -> dict[str, Any]:
         "started": run.started_at,
         "finished": run.finished_at,
         "speedup": run_speedup(run),
-        "report": run.report if run.state == Run.State.FINISHED else None,
+        "report": presenters.shown_report(run) if run.state == Run.State.FINISHED else None,
         "urls": run_urls(request, run),
     }
 

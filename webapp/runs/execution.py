@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from lego_core import ChildCrashed, OptimizeConfig, ProblemError, ProblemSpec, optimize
 from lego_core.events import Event, RunFailed
-from webapp.runs import live
+from webapp.runs import live, server_paths
 from webapp.runs.fanout import AgentRelay, AgentWorkerMissing
 from webapp.runs.models import Run, RunEvent
 
@@ -59,7 +59,8 @@ class EventRecorder:
         """Store ``data`` (an event's dict) as the next RunEvent, then notify."""
         self.seq += 1
         self.saw_failure |= data.get("type") == RunFailed.type
-        event = RunEvent.objects.create(run=self.run, seq=self.seq, type=data["type"], data=jsonable(data))
+        stored = server_paths.scrub(jsonable(data), self.run.pk)  # no server paths reach viewers
+        event = RunEvent.objects.create(run=self.run, seq=self.seq, type=data["type"], data=stored)
         # stored first: a viewer woken up now reads it from the database
         live.notify_new_events(self.run.pk, self.seq)
         return event
@@ -141,7 +142,7 @@ def finish(run: Run, report: dict) -> None:
     from webapp.runs import report_html
 
     run.state = Run.State.FINISHED
-    run.report = jsonable(report)
+    run.report = server_paths.scrub(jsonable(report), run.pk)
     run.finished_at = timezone.now()
     report_html.write_report_html(run)  # into the output folder (so the zip has it) before the run shows finished
     run.save(update_fields=["state", "report", "finished_at"])
@@ -149,6 +150,8 @@ def finish(run: Run, report: dict) -> None:
 
 
 def fail(run: Run, recorder: EventRecorder, message: str, line: int | None = None, error_type: str = "") -> None:
+    """Save the run as failed with ``message`` (server paths made relative)."""
+    message = server_paths.scrub(message, run.pk)
     if not recorder.saw_failure:  # failures before lego_core started send no event
         recorder(RunFailed(error_type=error_type, message=message, line=line))
     run.state = Run.State.FAILED

@@ -51,7 +51,9 @@ class RunForm(forms.ModelForm):
 
     def submit(self, owner) -> Run:
         """Save the valid form as ``owner``'s run and queue its optimization
-        once the transaction commits (the page and the JSON API both use it)."""
+        once the transaction commits (the page and the JSON API both use it).
+        When the row cannot be saved, the stored upload and its folders are
+        removed again before the error propagates: no orphan files."""
         from django.db import transaction
 
         from webapp.runs.tasks import optimize_run
@@ -61,6 +63,25 @@ class RunForm(forms.ModelForm):
         # letters, digits, -, _ and . only: the name is shown on pages and names the download
         run.original_filename = get_valid_filename(Path(self.cleaned_data["upload"].name).name)
         run.override_order = list(self.cleaned_data["overrides"])  # as typed (jsonb reorders keys)
-        run.save()
+        try:
+            with transaction.atomic():
+                run.save()
+        except BaseException:
+            remove_stored_upload(run)
+            raise
         transaction.on_commit(lambda: optimize_run.delay(str(run.id)))
         return run
+
+
+def remove_stored_upload(run: Run) -> None:
+    """Delete ``run``'s stored upload and the run's folders it leaves empty
+    (``runs/<id>/upload`` and ``runs/<id>``); never raises."""
+    if not run.upload or not run.upload.name:
+        return
+    try:
+        path = Path(run.upload.path)
+        run.upload.storage.delete(run.upload.name)
+        for folder in (path.parent, path.parent.parent):
+            folder.rmdir()  # only when empty
+    except (OSError, ValueError):
+        pass

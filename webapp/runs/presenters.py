@@ -2,6 +2,7 @@
 ``/api/`` endpoints show, kept apart from the HTTP handling."""
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from django.urls import reverse
@@ -32,7 +33,7 @@ def run_page_context(run: Run, request, share_token: str | None = None) -> dict[
     ``json_script``): the websocket path, the share token (empty for the
     owner) and the run's state when the page was rendered.
     """
-    report = run.report or {}
+    report = shown_report(run) or {}
     shared = share_token is not None
     if shared:
         download_url = reverse("runs:shared-download", args=[share_token])
@@ -49,6 +50,7 @@ def run_page_context(run: Run, request, share_token: str | None = None) -> dict[
         }
     return {
         "run": run,
+        "error_message": shown_error_message(run),
         "shared_view": shared,
         "share": share,
         "download_url": download_url,
@@ -83,9 +85,23 @@ def run_status(run: Run) -> dict[str, Any]:
         "elapsed_s": round(run.elapsed_s, 1),
         "last_seq": last.seq if last else 0,
         "activity": describe_event(last.data) if last else _idle_activity(run),
-        "error_message": run.error_message,
+        "error_message": shown_error_message(run),
         "error_line": run.error_line,
     }
+
+
+def shown_error_message(run: Run) -> str:
+    """The run's error message with server paths made relative."""
+    from webapp.runs import server_paths
+
+    return server_paths.scrub(run.error_message or "", run.pk)
+
+
+def shown_report(run: Run) -> dict | None:
+    """The run's report (report.json) with server paths made relative."""
+    from webapp.runs import server_paths
+
+    return server_paths.scrub(run.report, run.pk) if run.report is not None else None
 
 
 def _idle_activity(run: Run) -> str:
@@ -93,7 +109,11 @@ def _idle_activity(run: Run) -> str:
 
 
 def event_json(event: RunEvent) -> dict[str, Any]:
-    return {"seq": event.seq, "type": event.type, "data": event.data}
+    """``{seq, type, data}`` of a stored event, as viewers get it (server
+    paths made relative: events stored before they were scrubbed)."""
+    from webapp.runs import server_paths
+
+    return {"seq": event.seq, "type": event.type, "data": server_paths.scrub(event.data, event.run_id)}
 
 
 def describe_event(data: dict) -> str:
@@ -148,12 +168,14 @@ def layout_count(report: dict | None) -> int:
 
 def error_source_line(run: Run) -> str | None:
     """The text of the uploaded file's line the error points at (read as
-    text, never imported)."""
+    text, never imported; only when the upload is still a regular file of
+    the run's own, never through a link the upload planted in its place)."""
+    from webapp.runs import safe_files
+
     if not run.error_line or not run.upload:
         return None
     try:
-        with run.upload.open("rb") as fh:
-            lines = fh.read().decode("utf-8", "replace").splitlines()
-    except OSError:
+        lines = safe_files.read_regular(Path(run.upload.path)).decode("utf-8", "replace").splitlines()
+    except (OSError, ValueError):
         return None
     return lines[run.error_line - 1] if 0 < run.error_line <= len(lines) else None

@@ -11,12 +11,15 @@ the same RunModel from the inline events instead of a websocket.
 
 ``execution.finish`` writes it into the output folder before the run is
 marked finished (so the zip holds it); ``downloads`` builds it on demand for
-runs that finished before reports existed.
+runs that finished before reports existed, and in place of a report.html
+that is not a regular file of the run's own (a planted link).
 """
 from __future__ import annotations
 
 import logging
+import os
 import re
+import tempfile
 from pathlib import Path
 
 from django.contrib.staticfiles import finders
@@ -24,7 +27,7 @@ from django.template.loader import render_to_string
 from django.utils import timezone
 from django.utils.safestring import mark_safe
 
-from webapp.runs import presenters
+from webapp.runs import presenters, safe_files
 from webapp.runs.models import Run
 
 log = logging.getLogger(__name__)
@@ -86,12 +89,13 @@ def inline_assets(run: Run, paths: list[str], escape) -> list[dict]:
 def report_context(run: Run) -> dict:
     """The template context of ``runs/report.html`` for ``run``: the run
     page's server-side parts plus the inline events, report and assets."""
-    report = run.report or {}
+    report = presenters.shown_report(run) or {}
     events = [presenters.event_json(event) for event in run.events.order_by("seq")]
     scripts = inline_assets(run, SCRIPTS, inline_script)
     styles = inline_assets(run, STYLESHEETS, inline_style)
     return {
         "run": run,
+        "error_message": presenters.shown_error_message(run),
         "static_report": True,
         "shared_view": True,  # no controls
         "share": None,
@@ -118,15 +122,41 @@ def render_report_html(run: Run) -> str:
     return render_to_string("runs/report.html", report_context(run))
 
 
-def ensure_report_html(run: Run, out: Path) -> Path:
-    """``out/report.html``, written from ``run`` first if it is missing."""
-    path = Path(out) / REPORT_NAME
-    if not path.is_file():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{REPORT_NAME}.tmp")
-        tmp.write_text(render_report_html(run), encoding="utf-8")
-        tmp.replace(path)  # never a half-written report
-    return path
+def store_report_html(out: Path, text: str) -> Path:
+    """Write ``text`` as ``out/report.html`` through a new temporary file
+    (``mkstemp``: created, never a planted link followed) moved over the
+    old name (which replaces a link there, never writes through it)."""
+    out = Path(out)
+    if not safe_files.is_plain_dir(out):
+        raise safe_files.UnsafeFile(f"{out} is not a plain folder under MEDIA_ROOT")
+    fd, tmp = tempfile.mkstemp(prefix=f".{REPORT_NAME}.", suffix=".tmp", dir=out)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, out / REPORT_NAME)  # never a half-written report
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return out / REPORT_NAME
+
+
+def report_html_bytes(run: Run, out: Path) -> bytes:
+    """``out/report.html`` when it is a regular file of the run's own
+    (``safe_files``); otherwise rendered from ``run`` now and stored in its
+    place (a failure to store is logged: the rendered page is still served)."""
+    try:
+        return safe_files.read_regular(Path(out) / REPORT_NAME)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        log.warning("report.html of run %s is rebuilt: %s", run.id, exc)
+    text = render_report_html(run)
+    try:
+        store_report_html(out, text)
+    except OSError:
+        log.exception("could not store report.html for run %s", run.id)
+    return text.encode("utf-8")
 
 
 def write_report_html(run: Run) -> Path | None:
@@ -138,9 +168,7 @@ def write_report_html(run: Run) -> Path | None:
     if out is None:
         return None
     try:
-        path = Path(out) / REPORT_NAME
-        path.unlink(missing_ok=True)  # the final events and report, not an older copy
-        return ensure_report_html(run, out)
+        return store_report_html(out, render_report_html(run))  # the final events and report, not an older copy
     except Exception:  # noqa: BLE001 - a report is not worth failing a finished run
         log.exception("could not write report.html for run %s", run.id)
         return None

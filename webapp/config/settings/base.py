@@ -24,6 +24,9 @@ Environment variables:
 - ``LEGO_EVENT_POLL_S``: how often a live viewer's websocket looks for new
   events in the database when no wake-up came (default 0.5 s without
   Redis, 5 s with it).
+- ``LEGO_MAX_REQUEST_BYTES``: the largest request body accepted (default
+  the model file's 1 MB limit plus 1 MiB); larger ones get 413 before
+  they are read.
 - ``DJANGO_DEBUG``, ``DJANGO_ALLOWED_HOSTS``, ``DJANGO_STATIC_ROOT``.
 """
 from __future__ import annotations
@@ -136,8 +139,16 @@ STATIC_ROOT = Path(env("DJANGO_STATIC_ROOT", str(VAR_DIR / "static")))  # collec
 # Uploads and run outputs. Never served as plain media: downloads go through
 # the owner-checked zip view.
 MEDIA_ROOT = VAR_DIR / "media"
-FILE_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
+# Bounded input: LEGO_MAX_UPLOAD_BYTES is the model file's limit (the form
+# says so); LEGO_MAX_REQUEST_BYTES bounds a whole request body, enforced in
+# front of Django (webapp/config/body_limit.py: 413 before the body is read,
+# before authentication); Django's own limits bound the form fields.
 LEGO_MAX_UPLOAD_BYTES = 1_000_000
+LEGO_MAX_REQUEST_BYTES = int(env("LEGO_MAX_REQUEST_BYTES", str(LEGO_MAX_UPLOAD_BYTES + 1_048_576)))
+FILE_UPLOAD_MAX_MEMORY_SIZE = 2_621_440  # above the request limit: an upload stays in memory
+DATA_UPLOAD_MAX_MEMORY_SIZE = 262_144  # the fields other than files (overrides text, JSON bodies)
+DATA_UPLOAD_MAX_NUMBER_FIELDS = 100
+DATA_UPLOAD_MAX_NUMBER_FILES = 4
 
 # --- Celery: Redis with REDIS_URL, else kombu's filesystem transport ---------
 REDIS_URL = env("REDIS_URL")
