@@ -622,3 +622,83 @@ def test_kernel_source_with_slashes_is_left_as_it_was(make_run):
     code = "y = (x)/a/b // 2  # see /usr/share/doc and a/b/c"
     run = make_run()
     assert server_paths.scrub({"source": code}, run.pk) == {"source": code}
+
+
+# --- the server itself: make run's runserver (daphne) --------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def rss_peak_kb(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    return 0
+
+
+def post_streaming(port: int, head: bytes, chunk: bytes, total: int) -> tuple[int, bytes]:
+    """Send ``head`` and then ``chunk`` until ``total`` bytes or the server
+    stops taking them; returns ``(bytes of body sent, the reply)``."""
+    sent, reply = 0, b""
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.settimeout(20)
+        sock.sendall(head)
+        try:
+            while sent < total:
+                sock.sendall(chunk)
+                sent += len(chunk)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        try:
+            while data := sock.recv(65536):
+                reply += data
+        except (ConnectionResetError, socket.timeout):
+            pass
+    return sent, reply
+
+
+@pytest.mark.parametrize("chunked", [False, True])
+def test_runserver_refuses_a_300_mb_body_while_it_streams(spawn, tmp_path, chunked):
+    """The attack against ``make run``: daphne took the whole 300 MB body in
+    (3.6 GB resident, measured) before Django or any middleware saw it."""
+    import sys
+    import time
+
+    repo = Path(__file__).resolve().parents[2]
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE", "DJANGO_DEBUG")}
+    env.update(DJANGO_SETTINGS_MODULE="webapp.config.settings.local", LEGO_VAR_DIR=str(tmp_path / "var"))
+    port = free_port()
+    server, log = spawn("runserver", [sys.executable, "manage.py", "runserver", "--noreload", "--insecure", f"127.0.0.1:{port}"], env)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.5).close()
+            break
+        except OSError:
+            assert server.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.2)
+    before_kb = rss_peak_kb(server.pid)
+    total = 300_000_000
+    if chunked:
+        head = b"POST /api/runs/ HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+        chunk = b"100000\r\n" + b"x" * 0x100000 + b"\r\n"
+    else:
+        head = (b"POST /api/runs/ HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: multipart/form-data; boundary=x\r\n"
+                b"Content-Length: %d\r\n\r\n" % total)
+        chunk = b"x" * 0x100000
+    sent, reply = post_streaming(port, head, chunk, total)
+    assert reply.startswith(b"HTTP/1.1 413"), reply[:300]
+    assert b"over the limit of 2,048,576 bytes" in reply and b"application/json" in reply
+    assert sent < 64_000_000, sent  # refused while streaming, not after 300 MB
+    assert rss_peak_kb(server.pid) - before_kb < 100_000  # under 100 MB more, never the body's size
+    # and the server still answers
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.sendall(b"GET /no/such/page/ HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        page = b""
+        while data := sock.recv(65536):
+            page += data
+    assert page.startswith(b"HTTP/1.1 404") and b"Not found" in page and b"URLconf" not in page

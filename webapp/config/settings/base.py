@@ -59,7 +59,10 @@ DEBUG = env_bool("DJANGO_DEBUG", False)
 ALLOWED_HOSTS = [h for h in (env("DJANGO_ALLOWED_HOSTS", "") or "").split(",") if h]
 
 INSTALLED_APPS = [
-    "daphne",  # first: runserver then serves ASGI, websockets included
+    # first: its runserver (daphne's, with the request-body limit enforced
+    # while the body streams in) wins over daphne's and staticfiles'
+    "webapp.server",
+    "daphne",  # before staticfiles: runserver serves ASGI, websockets included
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
