@@ -61,14 +61,17 @@ def _server_prefixes(media: str, var: str, base: str) -> tuple[tuple[str, str, s
 
 def prefixes(run_id) -> list[tuple[str, str, str]]:
     """Every prefix ``scrub`` replaces for run ``run_id``, longest first."""
-    media = str(settings.MEDIA_ROOT)
-    run_dir = Path(media) / "runs" / str(run_id)
+    var = str(getattr(settings, "VAR_DIR", "") or "")
+    return _prefixes(str(settings.MEDIA_ROOT), var, str(getattr(settings, "BASE_DIR", "") or ""), str(run_id))
+
+
+@functools.lru_cache(maxsize=256)
+def _prefixes(media: str, var: str, base: str, run_id: str) -> list[tuple[str, str, str]]:
+    run_dir = Path(media) / "runs" / run_id
     own = []
     for path, as_dir, as_name in ((run_dir / "output", "", "."), (run_dir / "upload", "", "."), (run_dir, "", ".")):
         own += [(form, as_dir, as_name) for form in _forms(path)]
-    var = str(getattr(settings, "VAR_DIR", "") or "")
-    table = own + list(_server_prefixes(media, var, str(getattr(settings, "BASE_DIR", "") or "")))
-    return sorted(table, key=lambda item: len(item[0]), reverse=True)
+    return sorted(own + list(_server_prefixes(media, var, base)), key=lambda item: len(item[0]), reverse=True)
 
 
 def scrub_text(text: str, table: list[tuple[str, str, str]]) -> str:
