@@ -253,6 +253,30 @@ def test_non_numeric_override(text):
     assert "integer or a float" in info.value.hint
 
 
+@pytest.mark.badinput
+@pytest.mark.parametrize("text", ["nan", "NaN", "inf", "-inf", "Infinity", "1e400", "-1e400", "1" * 400 + ".0"])
+def test_non_finite_override_is_refused(text):
+    """nan / inf / 1e400 reached the database as non-finite JSON (issue 11)."""
+    with pytest.raises(ProblemError) as info:
+        parse_overrides([f"eps={text}"])
+    assert "eps=" in info.value.message and "is not a finite number" in info.value.message
+    assert "finite value" in info.value.hint
+
+
+@pytest.mark.badinput
+@pytest.mark.parametrize("text", [str(2**63), str(-(2**63) - 1), "9" * 5000, "1_" * 3000 + "1"])
+def test_override_beyond_64_bits_is_refused(text):
+    with pytest.raises(ProblemError) as info:
+        parse_overrides([f"batch_size={text}"])
+    assert "is out of range" in info.value.message and len(info.value.message) < 120
+    assert "-2**63 to 2**63-1" in info.value.hint
+
+
+def test_overrides_at_the_64_bit_edges_and_tiny_floats_are_kept():
+    got = parse_overrides([f"hi={2**63 - 1}", f"lo={-(2**63)}", "tiny=1e-300", "zero=1e-400"])
+    assert got == {"hi": 2**63 - 1, "lo": -(2**63), "tiny": 1e-300, "zero": 0.0}
+
+
 def test_unknown_constant_lists_the_known_ones(tmp_path):
     err = load_error(tmp_path, "good.py", GOOD, overrides={"nonexistent": 3})
     assert "nonexistent" in err.message and "no module-level constant" in err.message
