@@ -340,7 +340,9 @@ def test_form_fields_over_djangos_limit_are_a_400_page(user_client, good_model, 
         "upload": SimpleUploadedFile("m.py", good_model), "overrides": "rows=2\n" * 60000, "dtype": "fp32", "device": "cpu",
     })
     assert response.status_code == 400
-    assert "Bad request" in response.content.decode()
+    page = response.content.decode()
+    assert "Bad request" in page and "larger than 256 kB. Send shorter overrides" in page
+    assert "DATA_UPLOAD_MAX_MEMORY_SIZE" not in page
     assert not Run.objects.exists() and upload_files(media_root) == []
 
 
@@ -702,3 +704,22 @@ def test_runserver_refuses_a_300_mb_body_while_it_streams(spawn, tmp_path, chunk
         while data := sock.recv(65536):
             page += data
     assert page.startswith(b"HTTP/1.1 404") and b"Not found" in page and b"URLconf" not in page
+
+
+def test_api_form_fields_over_djangos_limit_are_a_json_400(api, good_model, media_root, queued):
+    response = api.post(reverse("api:runs"), {"model": SimpleUploadedFile("m.py", good_model), "overrides": "rows=2\n" * 60000},
+                        format="multipart")
+    assert response.status_code == 400
+    assert response["Content-Type"] == "application/json"
+    assert response.json()["detail"] == (
+        "The form fields other than the file are larger than 256 kB. Send shorter overrides (only the constants you change)."
+    )
+    assert not Run.objects.exists() and upload_files(media_root) == []
+
+
+def test_many_files_in_one_request_are_a_json_400(api, good_model, media_root, queued):
+    files = {f"extra{i}": SimpleUploadedFile(f"e{i}.py", b"x") for i in range(5)}
+    response = api.post(reverse("api:runs"), {"model": SimpleUploadedFile("m.py", good_model), **files}, format="multipart")
+    assert response.status_code == 400
+    assert response.json()["detail"] == "The request has more than 4 files. Send the model file alone."
+    assert not Run.objects.exists() and upload_files(media_root) == []

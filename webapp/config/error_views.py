@@ -8,6 +8,8 @@ is by default: Django's debug pages list the URL patterns and settings.
 """
 from __future__ import annotations
 
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
 from django.http import JsonResponse
 from django.shortcuts import render
 from django.urls import Resolver404
@@ -38,9 +40,24 @@ def exception_message(exception) -> str:
     return args[0] if args and isinstance(args[0], str) else ""
 
 
+def bad_request_message(exception) -> str:
+    """What is wrong with a request Django refused to read, and how to fix
+    it ("" for anything else: its text is Django's, not for users)."""
+    if isinstance(exception, RequestDataTooBig):
+        return (
+            f"The form fields other than the file are larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE // 1024} kB. "
+            "Send shorter overrides (only the constants you change)."
+        )
+    if isinstance(exception, TooManyFieldsSent):
+        return f"The request has more than {settings.DATA_UPLOAD_MAX_NUMBER_FIELDS} form fields. Send only model, overrides, dtype and device."
+    if isinstance(exception, TooManyFilesSent):
+        return f"The request has more than {settings.DATA_UPLOAD_MAX_NUMBER_FILES} files. Send the model file alone."
+    return ""
+
+
 def error_response(request, status: int, exception=None):
     """JSON under ``/api/``, else the ``<status>.html`` page."""
-    message = exception_message(exception) if status != 500 else ""
+    message = {400: bad_request_message, 404: exception_message}.get(status, lambda exc: "")(exception)
     detail = message or DEFAULT_DETAIL[status]
     if request.path.startswith(API_PREFIX):
         return JsonResponse({"detail": detail}, status=status)
