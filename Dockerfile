@@ -29,4 +29,5 @@ RUN DJANGO_SECRET_KEY=build DATABASE_URL=sqlite:////tmp/build.sqlite3 \
 
 VOLUME ["/var/lego"]
 EXPOSE 8000
-CMD ["sh", "-c", "python manage.py migrate --noinput && daphne -b 0.0.0.0 -p 8000 webapp.config.asgi:application"]
+# daphne with the request-body limit enforced while the body streams in (webapp/server/)
+CMD ["sh", "-c", "python manage.py migrate --noinput && python -m webapp.server -b 0.0.0.0 -p 8000 webapp.config.asgi:application"]

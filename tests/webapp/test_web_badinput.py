@@ -663,10 +663,12 @@ def post_streaming(port: int, head: bytes, chunk: bytes, total: int) -> tuple[in
     return sent, reply
 
 
-@pytest.mark.parametrize("chunked", [False, True])
-def test_runserver_refuses_a_300_mb_body_while_it_streams(spawn, tmp_path, chunked):
+@pytest.mark.parametrize("server, chunked", [("runserver", False), ("runserver", True), ("daphne-cli", False)])
+def test_the_server_refuses_a_300_mb_body_while_it_streams(spawn, tmp_path, server, chunked):
     """The attack against ``make run``: daphne took the whole 300 MB body in
-    (3.6 GB resident, measured) before Django or any middleware saw it."""
+    (3.6 GB resident, measured) before Django or any middleware saw it.
+    ``runserver`` is what ``make run`` serves with; ``python -m
+    webapp.server`` is daphne's command line the Docker image uses."""
     import sys
     import time
 
@@ -674,7 +676,11 @@ def test_runserver_refuses_a_300_mb_body_while_it_streams(spawn, tmp_path, chunk
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE", "DJANGO_DEBUG")}
     env.update(DJANGO_SETTINGS_MODULE="webapp.config.settings.local", LEGO_VAR_DIR=str(tmp_path / "var"))
     port = free_port()
-    server, log = spawn("runserver", [sys.executable, "manage.py", "runserver", "--noreload", "--insecure", f"127.0.0.1:{port}"], env)
+    argv = {
+        "runserver": [sys.executable, "manage.py", "runserver", "--noreload", "--insecure", f"127.0.0.1:{port}"],
+        "daphne-cli": [sys.executable, "-m", "webapp.server", "-b", "127.0.0.1", "-p", str(port), "webapp.config.asgi:application"],
+    }[server]
+    server, log = spawn(server, argv, env)
     deadline = time.monotonic() + 60
     while True:
         try:
