@@ -5,7 +5,7 @@ needs (the interpreter and its installed packages, the ``lego_core``
 package, ``/usr`` and the libraries, a few files of ``/etc``, the GPU's
 device files), plus the files the run names (the model file read-only, the
 kernel cache read-only, the agent relay's socket); writable, only the run's
-scratch folder (mounted as ``/tmp``, also ``$HOME``) and its output staging
+scratch folder (``$HOME`` and ``$TMPDIR``) and its output staging
 folder.  :meth:`Jail.command` turns it into ``bwrap ... -- python -c
 sandbox_child.ENTRY``: new user, pid, ipc, uts, cgroup and network
 namespaces (no network at all), every capability dropped, no further user
@@ -31,6 +31,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 # files of /etc the interpreter and the libraries read (dynamic linker, time zone)
@@ -42,17 +43,16 @@ ENV_NAMES = ("LANG", "LC_ALL", "LC_CTYPE", "TZ", "LD_LIBRARY_PATH", "OMP_NUM_THR
 ENV_PREFIXES = ("TRITON_", "CUDA_", "LEGO_", "TORCH_", "PYTORCH_", "NCCL_")
 # variables of the web app's own that must not reach the child even though they start with LEGO_
 ENV_SECRET_WORDS = ("SECRET", "PASSWORD", "TOKEN", "KEY", "DATABASE", "BROKER", "REDIS", "URL")
-SCRATCH_IN_JAIL = "/tmp"
 
 
 @dataclasses.dataclass
 class Jail:
     """What the jailed child sees.  Paths are absolute; each is mounted at the
-    same path inside (the scratch folder at ``/tmp``).  ``read_only``: files
+    same path inside.  ``read_only``: files
     and folders to show read-only (missing ones are skipped); ``writable``:
     folders the child may write (they must exist); ``scratch``: the run's
-    private writable folder (``/tmp`` and ``$HOME`` inside); ``env``: the
-    child's whole environment (:func:`child_environment`)."""
+    private writable folder (``$HOME`` and ``$TMPDIR`` inside); ``env``: the
+    child's environment (:func:`child_environment`; HOME and TMPDIR added)."""
 
     scratch: str
     read_only: list[str] = dataclasses.field(default_factory=list)
@@ -70,6 +70,7 @@ class Jail:
             "--unshare-pid", "--unshare-ipc", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
             "--disable-userns", "--cap-drop", "ALL", "--die-with-parent", "--new-session",
             "--hostname", "lego-sandbox", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/dev/shm",
+            "--size", str(TMP_BYTES), "--tmpfs", "/tmp",  # a private /tmp for what ignores $TMPDIR
         ]
         for path in _system_paths():
             cmd += _mount_ro(path)
@@ -80,26 +81,24 @@ class Jail:
         for path in _unique(self.read_only):
             if os.path.lexists(path):
                 cmd += _mount_ro(path)
-        cmd += ["--bind", self.scratch, SCRATCH_IN_JAIL]
-        for path in _unique(self.writable):
+        for path in _unique([self.scratch, *self.writable]):
             cmd += ["--bind", path, path]
-        cmd += ["--chdir", SCRATCH_IN_JAIL, "--clearenv"]
-        for name, value in sorted(self.env.items()):
+        env = dict(self.env, HOME=self.scratch, TMPDIR=self.scratch)
+        cmd += ["--chdir", self.scratch, "--clearenv"]
+        for name, value in sorted(env.items()):
             cmd += ["--setenv", name, value]
         return cmd + ["--", *argv]
 
 
 def child_environment(extra_path: list[str]) -> dict[str, str]:
-    """The jailed child's whole environment: PATH, HOME and TMPDIR (the
-    scratch folder), LANG, USER, PYTHONPATH (``extra_path``: the folder that
+    """The jailed child's environment (:class:`Jail` adds HOME and TMPDIR:
+    the scratch folder): PATH, LANG, USER, PYTHONPATH (``extra_path``: the folder that
     holds ``lego_core`` first) and the variables named in :data:`ENV_NAMES`
     or starting with :data:`ENV_PREFIXES` (Triton, CUDA, LEGO's own knobs),
     minus any whose name looks like a secret (:data:`ENV_SECRET_WORDS`)."""
     env = {
         "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
-        "HOME": SCRATCH_IN_JAIL,
-        "TMPDIR": SCRATCH_IN_JAIL,
-        "USER": "lego",
+            "USER": "lego",
         "LOGNAME": "lego",
         "LANG": os.environ.get("LANG", "C.UTF-8"),
         "PYTHONPATH": os.pathsep.join(extra_path),
@@ -152,7 +151,7 @@ def available() -> str | None:
         return f"the sandbox needs Linux (this is {sys.platform})"
     if shutil.which("bwrap") is None:
         return "bwrap is not installed (Debian package bubblewrap; `make install` installs it)"
-    probe = Jail(scratch="/tmp").command(["/bin/true"])
+    probe = Jail(scratch=tempfile.gettempdir()).command(["/bin/true"])
     try:
         done = subprocess.run(probe, capture_output=True, timeout=30, text=True)
     except (OSError, subprocess.SubprocessError) as exc:
@@ -191,6 +190,7 @@ def _unique(paths: list[str]) -> list[str]:
     return out
 
 
+TMP_BYTES = 256 << 20  # the private /tmp (memory); the scratch folder is where files go
 RELAY_ENV = "LEGO_AGENT_RELAY"  # the web app's agent relay socket (webapp.runs.fanout)
 _warned: set[str] = set()
 
@@ -200,7 +200,7 @@ def for_run(model_file: str, stage: str, scratch: str, cache_root: str | None, a
     (``cache_root``, None when the run does not use it) read-only, the
     agent pool's module files read-only, the agent relay's socket folder
     (``$LEGO_AGENT_RELAY``) so the child reaches the relay, the staging
-    folder ``stage`` writable, ``scratch`` as ``/tmp``."""
+    folder ``stage`` and the private ``scratch`` folder writable."""
     import lego_core
 
     read_only = [str(Path(model_file).resolve())]
