@@ -89,6 +89,7 @@ def _run_isolated(spec: ProblemSpec, out_dir: str, config: OptimizeConfig, sink:
     stage = output.staging_path(Path(out_dir), run_id)
     made += _make_folders(stage)
     scratch = tempfile.mkdtemp(prefix="lego-sandbox-")
+    child_spec = spec
     try:
         jail = None
         if jail_mod.wanted():
@@ -97,10 +98,16 @@ def _run_isolated(spec: ProblemSpec, out_dir: str, config: OptimizeConfig, sink:
             cache_root = str(cache.root) if config.cache and cache.root.is_dir() else None
             jail = jail_mod.for_run(spec.path, str(stage), scratch, cache_root, config.agent_pool)
         target = functools.partial(run_pipeline, run_id=run_id, commit=False)
+        if jail is not None:  # the jail's working folder is its scratch folder: the model file by its full path
+            child_spec = dataclasses.replace(spec, path=str(Path(spec.path).resolve()))
         report = run_in_child(
-            target, (spec, out_dir, config), clock, timeout_s=config.timeout_s, watchdog=clock.overdue,
+            target, (child_spec, out_dir, config), clock, timeout_s=config.timeout_s, watchdog=clock.overdue,
             jail=jail, limits=config.limits.as_dict(), handlers={"cache": functools.partial(store_forwarded, cache)},
         )
+    except ProblemError as exc:
+        if exc.path == child_spec.path:
+            exc.path = spec.path  # the user's own spelling of it
+        raise
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     if not isinstance(report, dict):
