@@ -264,3 +264,25 @@ def test_a_good_run_completes_in_the_jail_and_the_parent_writes_the_cache(tmp_pa
     assert again["summary"]["e2e_passed"] is True
     assert KernelCache(cache_dir).get(files[0].stem) is not None
     assert again["metrics"]["cache_hits"] >= 1
+
+
+@pytest.mark.parametrize("plant", ["symlink", "hardlink", "fifo"])
+def test_the_parent_commits_no_staged_link_or_special_file(tmp_path, plant):
+    """The child stages the output; the parent commits it only when it holds
+    regular files and folders (a link to the database would reach the zip)."""
+    import os
+
+    from lego_core import output
+
+    secret = tmp_path / "db.sqlite3"
+    secret.write_text("every user's password hash")
+    stage = tmp_path / ".out.lego-1234"
+    (stage / "kernels").mkdir(parents=True)
+    (stage / "report.json").write_text("{}")
+    planted = stage / "kernels" / "k.py"
+    {"symlink": lambda: planted.symlink_to(secret), "hardlink": lambda: os.link(secret, planted), "fifo": lambda: os.mkfifo(planted)}[plant]()
+    with pytest.raises(ProblemError, match="which LEGO never writes"):
+        output.check_staged(stage)
+    (planted.unlink())
+    planted.write_text("# a kernel")
+    output.check_staged(stage)  # regular files only: fine
