@@ -1,6 +1,12 @@
 # LEGO web app and worker image.  One image, two roles:
 #   web:    docker run -p 8000:8000 -e DATABASE_URL=... -e REDIS_URL=... -e DJANGO_SECRET_KEY=... lego
 #   worker: docker run --gpus all -e ... lego celery -A webapp.config worker --concurrency 1
+# The worker jails uploaded models with bubblewrap, which needs user
+# namespaces: Docker's default seccomp profile refuses them, so run the
+# worker with --security-opt seccomp=unconfined (or a profile that allows
+# unshare/clone of namespaces); otherwise its log says the sandbox could not
+# be made and models run unjailed (docs/SECURITY.md; LEGO_SANDBOX=require
+# makes that an error instead).
 # Mount a shared volume at /var/lego (uploads and run outputs) in both; serve
 # /app/static (collected at build time) from the reverse proxy at /static/.
 FROM python:3.11-slim-bookworm
@@ -12,7 +18,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     DJANGO_STATIC_ROOT=/app/static
 
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends gcc libc6-dev \
+    && apt-get install -y --no-install-recommends gcc libc6-dev bubblewrap \
     && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /app

@@ -14,9 +14,9 @@ INTERPRET := $(if $(HAS_GPU),,TRITON_INTERPRET=1)
 DEMO_MODEL ?= ../shared/models/mlp_residual.py
 DEMO_SET ?= batch_size=8 d_model=48 d_hidden=96
 
-.PHONY: install browser run test demo bench bench-search bench-gpu screenshots clean
+.PHONY: install sandbox browser run test demo bench bench-search bench-gpu screenshots clean
 
-install: $(STAMP)
+install: $(STAMP) sandbox
 
 # The venv, rebuilt only when requirements.txt changes.
 $(STAMP): requirements.txt pyproject.toml
@@ -24,6 +24,12 @@ $(STAMP): requirements.txt pyproject.toml
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
 	touch $@
+
+# Debian's bubblewrap, the jail uploaded models run in (docs/SECURITY.md);
+# root, only when missing.  Without it runs fall back to an unjailed child
+# with a warning.
+sandbox:
+	@command -v bwrap >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends bubblewrap) || echo "warning: bubblewrap could not be installed; uploaded models will run without the jail (docs/SECURITY.md)"
 
 # Debian's Chromium for the browser tests (root; only when missing).
 browser:
@@ -35,7 +41,7 @@ browser:
 # a time) and the agents worker (agent calls, LEGO_AGENT_QUEUE, in threads).
 # Ctrl-C stops all three.  DEBUG is off (the app's own error pages; set
 # DJANGO_DEBUG=1 for Django's debug pages); --insecure serves static files.
-run: $(STAMP)
+run: $(STAMP) sandbox
 	$(PY) manage.py migrate --noinput -v 0
 	$(PY) manage.py ensure_dev_user --url http://$(HOST):$(PORT)/
 	@$(INTERPRET) $(PY) -m celery -A webapp.config --quiet worker --loglevel INFO & worker=$$!; \
@@ -45,7 +51,7 @@ run: $(STAMP)
 	$(PY) manage.py runserver --noreload --insecure $(HOST):$(PORT)
 
 # pytest's exit status 5 (no test collected) is not a failure here.
-test: $(STAMP) browser
+test: $(STAMP) sandbox browser
 	@TRITON_INTERPRET=1 $(PY) -m pytest $(PYTEST_ARGS); status=$$?; \
 	if [ $$status -eq 5 ]; then echo "pytest collected no tests"; exit 0; fi; exit $$status
 

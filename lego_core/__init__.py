@@ -1,12 +1,12 @@
 """LEGO: an LLM-enabled hierarchical optimizer for tensor computation graphs.
 
 Public API: ``optimize``, ``ProblemSpec``, ``ProblemError``,
-``parse_overrides``, ``OptimizeConfig``, ``OptimizeError`` and the events in
+``parse_overrides``, ``OptimizeConfig`` (with ``SandboxLimits``), ``OptimizeError`` and the events in
 ``lego_core.events``.  This package never imports Django.
 """
 from lego_core.api import optimize
 from lego_core.errors import OptimizeError
-from lego_core.config import OptimizeConfig
+from lego_core.config import OptimizeConfig, SandboxLimits
 from lego_core.spec import ProblemError, ProblemSpec, parse_overrides
 from lego_core.sandbox import ChildCrashed
 
@@ -16,6 +16,7 @@ __all__ = [
     "OptimizeError",
     "ProblemError",
     "ProblemSpec",
+    "SandboxLimits",
     "optimize",
     "parse_overrides",
 ]

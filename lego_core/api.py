@@ -11,11 +11,16 @@ imports and runs the user's model file; progress arrives at ``sink`` as
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
+import shutil
+import tempfile
 import time
 from pathlib import Path
 
+from lego_core import jail as jail_mod
 from lego_core import output
+from lego_core.cache import KernelCache, store_forwarded
 
 from lego_core.config import OptimizeConfig
 from lego_core.events import RunFailed, Sink, null_sink
@@ -51,20 +56,78 @@ def optimize(
     config = config or OptimizeConfig()
     out_dir = str(Path(out_dir).resolve())
     run_id = new_run_id()
+    made: list[Path] = []
     try:
         output.check_target(Path(out_dir))  # a file of the user's under a name LEGO writes: refused before the run
         if isolate:
-            clock = _LoadClock(spec, config.load_timeout_s, sink)
-            target = functools.partial(run_pipeline, run_id=run_id)
-            return run_in_child(target, (spec, out_dir, config), clock, timeout_s=config.timeout_s, watchdog=clock.overdue)
+            return _run_isolated(spec, out_dir, config, sink, run_id, made)
         return run_pipeline(spec, out_dir, config, sink, run_id=run_id)
     except BaseException as exc:
         _leave_no_unverified_output(Path(out_dir), run_id, spec, exc)
+        for folder in reversed(made):  # folders made for the staging folder's sake, now empty again
+            try:
+                folder.rmdir()
+            except OSError:
+                pass
         if isinstance(exc, ProblemError):
             sink(RunFailed(error_type="ProblemError", message=str(exc), path=exc.path, line=exc.line, hint=exc.hint))
         elif isinstance(exc, Exception):
             sink(RunFailed(error_type=type(exc).__name__, message=str(exc)))
         raise
+
+
+def _run_isolated(spec: ProblemSpec, out_dir: str, config: OptimizeConfig, sink: Sink, run_id: str, made: list) -> dict:
+    """The run in a child process: jailed by bubblewrap where it can be
+    (``lego_core.jail``), with ``config.limits``; kernel cache entries it
+    sends are checked and written here (``cache.store_forwarded``); its
+    staged output is checked (``output.check_staged``) and committed here."""
+    from lego_core.pipeline import run_pipeline
+
+    clock = _LoadClock(spec, config.load_timeout_s, sink)
+    cache = KernelCache(config.cache_dir, enabled=config.cache)  # the writer: only this process writes the cache
+    config = dataclasses.replace(config, cache_dir=str(cache.root))  # the child's $HOME is not this one's
+    stage = output.staging_path(Path(out_dir), run_id)
+    made += _make_folders(stage)
+    scratch = tempfile.mkdtemp(prefix="lego-sandbox-")
+    child_spec = spec
+    try:
+        jail = None
+        if jail_mod.wanted():
+            if config.cache:
+                _make_folders(cache.root)  # to be mounted read-only it must exist
+            cache_root = str(cache.root) if config.cache and cache.root.is_dir() else None
+            jail = jail_mod.for_run(spec.path, str(stage), scratch, cache_root, config.agent_pool)
+        target = functools.partial(run_pipeline, run_id=run_id, commit=False)
+        if jail is not None:  # the jail's working folder is its scratch folder: the model file by its full path
+            child_spec = dataclasses.replace(spec, path=str(Path(spec.path).resolve()))
+        report = run_in_child(
+            target, (child_spec, out_dir, config), clock, timeout_s=config.timeout_s, watchdog=clock.overdue,
+            jail=jail, limits=config.limits.as_dict(), handlers={"cache": functools.partial(store_forwarded, cache)},
+        )
+    except ProblemError as exc:
+        if exc.path == child_spec.path:
+            exc.path = spec.path  # the user's own spelling of it
+        raise
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    if not isinstance(report, dict):
+        raise ChildCrashed("the optimizer process returned something that is not a report.")
+    output.check_staged(stage)  # regular files and folders only: nothing that points outside the run
+    output.finish(stage, Path(out_dir), run_id, report, clock)
+    return report
+
+
+def _make_folders(path: Path) -> list[Path]:
+    """``mkdir -p path``; returns the folders it made, outermost first
+    (OSError when it cannot)."""
+    path = Path(path)
+    missing = []
+    while not path.exists():
+        missing.append(path)
+        path = path.parent
+    for folder in reversed(missing):
+        folder.mkdir(exist_ok=True)
+    return list(reversed(missing))
 
 
 def _leave_no_unverified_output(out: Path, run_id: str, spec: ProblemSpec, exc: BaseException) -> None:

@@ -7,7 +7,19 @@ signatures already solved, including the ones no agent could solve
 (negative entries: ``source`` is None).
 
 Layout: one JSON file per key, ``<root>/<key[:2]>/<key>.json``, each holding
-``{"format": FORMAT_VERSION, "key": ..., "entry": {...}}``.  Writes go to a
+``{"format": FORMAT_VERSION, "key": ..., "source_sha256": ..., "entry": {...}}``.
+``source_sha256`` is the hash of the entry's kernel source, recorded by the
+writer; an entry whose source does not match it (edited after it was
+written) is ignored, and a cached kernel is verified again before reuse
+anyway (``search.engine``).
+
+Who writes: only the trusted process.  The optimizer child, which runs the
+user's model file, sees the cache folder read-only (``lego_core.jail``); its
+:class:`KernelCache` is made with ``forward=`` and sends each entry to the
+parent as data (``sandbox_child.forwarder``), and the parent stores it with
+:func:`store_forwarded` after checking it (a well-formed entry whose kernel
+source passes the static check of host code: no imports beyond torch and
+triton, no ``open``/``eval``/``os``...).  Writes go to a
 temporary file in the same folder and are renamed over the target
 (``os.replace``), so a reader in another thread or process sees either the
 old file, the new one or none, never half of one.  Two writers of the same
@@ -43,7 +55,9 @@ from pathlib import Path
 
 log = logging.getLogger(__name__)
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: source_sha256 recorded by the writer
+MAX_SOURCE_CHARS = 1_000_000  # a forwarded kernel source longer than this is not stored
+MAX_ENTRY_CHARS = 8_000_000  # nor an entry (transcript included) larger than this
 
 _PACKAGE = Path(__file__).resolve().parent
 # The code generator's sources: every *.py and *.j2 under these folders is
@@ -223,12 +237,16 @@ class KernelCache:
     first write.  ``enabled=False`` (``--no-cache``): :meth:`get` always
     misses and :meth:`put` does nothing.  Counters for the report: ``hits``,
     ``misses`` (every lookup that returned None, disabled ones included)
-    and ``writes`` (entries written).  Thread-safe.
+    and ``writes`` (entries written).  ``forward``: a function that takes
+    ``{"key": ..., "entry": {...}}``; when given, :meth:`put` hands each
+    entry to it instead of writing (the sandboxed child: its parent writes,
+    :func:`store_forwarded`).  Thread-safe.
     """
 
-    def __init__(self, root: Path | str | None = None, enabled: bool = True):
+    def __init__(self, root: Path | str | None = None, enabled: bool = True, forward=None):
         self.root = default_cache_dir() if root is None else Path(root).expanduser()
         self.enabled = enabled
+        self.forward = forward  # in the sandboxed child: put() sends the entry to the parent instead of writing
         self.hits = 0
         self.misses = 0
         self.writes = 0
@@ -267,13 +285,30 @@ class KernelCache:
         path = self.path(key)
         if not self.enabled or not self.writable:
             return
+        if self.forward is not None:
+            self._forward(key, entry)
+            return
         try:
-            text = json.dumps({"format": FORMAT_VERSION, "key": key, "entry": entry.to_dict()}, indent=1, default=_scalar)
+            text = json.dumps({"format": FORMAT_VERSION, "key": key, "source_sha256": source_hash(entry.source), "entry": entry.to_dict()}, indent=1, default=_scalar)
         except (TypeError, ValueError) as exc:
             log.error("kernel cache: entry for %s is not JSON-ready (%s); not stored", entry.signature, exc)
             return
         try:
             _write_atomically(path, text)
+        except OSError as exc:
+            self._stop_writing(exc)
+            return
+        with self._lock:
+            self.writes += 1
+
+    def _forward(self, key: str, entry: CacheEntry) -> None:
+        try:
+            data = json.loads(json.dumps(entry.to_dict(), default=_scalar))
+        except (TypeError, ValueError) as exc:
+            log.error("kernel cache: entry for %s is not JSON-ready (%s); not stored", entry.signature, exc)
+            return
+        try:
+            self.forward({"key": key, "entry": data})
         except OSError as exc:
             self._stop_writing(exc)
             return
@@ -302,7 +337,10 @@ class KernelCache:
                 raise ValueError(f"format version {data.get('format')!r}, this library reads {FORMAT_VERSION}")
             if data.get("key") != key:
                 raise ValueError(f"file holds key {data.get('key')!r}")
-            return CacheEntry.from_dict(data["entry"])
+            entry = CacheEntry.from_dict(data["entry"])
+            if data.get("source_sha256") != source_hash(entry.source):
+                raise ValueError("its kernel source does not match the hash recorded when it was written (edited since)")
+            return entry
         except (ValueError, KeyError, TypeError) as exc:
             log.warning("kernel cache: ignoring %s (%s); treated as a miss", path, exc)
             return None
@@ -313,6 +351,44 @@ class KernelCache:
                 return
             self.writable = False
         log.warning("kernel cache: cannot write to %s (%s); continuing without storing kernels", self.root, exc)
+
+
+def source_hash(source: str | None) -> str | None:
+    """sha256 hex of a kernel source (None for a negative entry's)."""
+    return None if source is None else hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def store_forwarded(cache: KernelCache, message: dict) -> bool:
+    """Store an entry the sandboxed child sent (``{"key", "entry"}``) in
+    ``cache``, after checking it: the key is well formed, the entry parses,
+    it is within :data:`MAX_ENTRY_CHARS`, and its kernel source (if any) is
+    at most :data:`MAX_SOURCE_CHARS` and passes the static check of host
+    code (``static_check.unsafe_host_code``: imports only torch, triton and
+    pure helpers; no ``open``, ``eval``, ``os``, dunder access...).  A
+    refused entry is logged and dropped.  Returns whether it was stored.
+    Runs in the trusted parent; never raises for a bad message."""
+    from lego_core.static_check import unsafe_host_code
+
+    key = message.get("key")
+    try:
+        if not isinstance(key, str) or not _KEY_RE.fullmatch(key):
+            raise ValueError("malformed key")
+        if len(json.dumps(message.get("entry"))) > MAX_ENTRY_CHARS:
+            raise ValueError(f"entry larger than {MAX_ENTRY_CHARS} characters")
+        entry = CacheEntry.from_dict(message.get("entry"))
+        if entry.source is not None:
+            if len(entry.source) > MAX_SOURCE_CHARS:
+                raise ValueError(f"kernel source longer than {MAX_SOURCE_CHARS} characters")
+            problem = unsafe_host_code(entry.source)
+            if problem:
+                raise ValueError(f"kernel source refused: {problem}")
+        if entry.passed != (entry.source is not None):
+            raise ValueError("passed does not agree with source")
+    except (ValueError, KeyError, TypeError) as exc:
+        log.warning("kernel cache: the optimizer process sent an entry that is not stored (%s)", exc)
+        return False
+    cache.put(key, entry)
+    return True
 
 
 def _scalar(value):

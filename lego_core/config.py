@@ -7,8 +7,47 @@ generated code or its acceptance belongs in ``key()``.
 from __future__ import annotations
 
 import dataclasses
+import os
 
 STRATEGIES = ("lego", "monolithic")
+
+
+def _three_quarters_of_memory_mb() -> int | None:
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") * 3 / 4) >> 20
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+@dataclasses.dataclass(frozen=True)
+class SandboxLimits:
+    """Resource limits of the optimizer child and every process it starts
+    (``lego_core.sandbox_child.limit_resources``); each applies per process
+    (the candidate executors get their own), None leaves it unset.
+
+    ``memory_mb``: data segment (RLIMIT_DATA: heap and private writable
+    mappings, not CUDA's address-space reservations), default three quarters
+    of the machine's memory.  ``cpu_s``: CPU seconds (RLIMIT_CPU), default 6 h.
+    ``processes``: processes and threads of the user (RLIMIT_NPROC), default
+    4096 (not enforced for root).  ``file_mb``: largest file written
+    (RLIMIT_FSIZE), default 16 GiB.  Exceeding one kills or fails the child:
+    the run fails with ChildCrashed or the error it raised.
+    """
+
+    memory_mb: int | None = dataclasses.field(default_factory=_three_quarters_of_memory_mb)
+    cpu_s: int | None = 6 * 3600
+    processes: int | None = 4096
+    file_mb: int | None = 16 * 1024
+
+    def __post_init__(self) -> None:
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+                raise ValueError(f"sandbox limit {field.name} must be a positive whole number or None, got {value!r}")
+
+    def as_dict(self) -> dict:
+        """JSON-ready: ``{"memory_mb": ..., "cpu_s": ..., "processes": ..., "file_mb": ...}``."""
+        return dataclasses.asdict(self)
 MAX_AGENTS = 64  # agents working on one run at once
 
 
@@ -59,6 +98,9 @@ class OptimizeConfig:
     verifier's feedback).  ``agent_pool``: ``"module:factory"`` of a remote
     agent pool (the web app's Celery fan-out); None runs agents in local
     threads.
+
+    Sandbox: ``limits``: the optimizer child's resource limits
+    (:class:`SandboxLimits`).
     """
 
     verify_seeds: tuple | None = None
@@ -84,6 +126,7 @@ class OptimizeConfig:
     max_attempts: int = 2
     agent_pool: str | None = None
     seeds_drawn: bool = False
+    limits: SandboxLimits = dataclasses.field(default_factory=SandboxLimits)
 
     def __post_init__(self) -> None:
         from lego_core.verify_policy import draw_seeds

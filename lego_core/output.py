@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import stat
 import time
 from pathlib import Path
 
@@ -116,6 +117,36 @@ def commit(stage: Path, out: Path, run_id: str) -> None:
     finally:
         shutil.rmtree(trash, ignore_errors=True)
     shutil.rmtree(stage, ignore_errors=True)
+
+
+def finish(stage: Path, out: Path, run_id: str, report: dict, emit) -> None:
+    """Commit the verified output in ``stage`` to ``out`` (:func:`commit`)
+    and send ``RunFinished`` to ``emit``."""
+    from lego_core.events import RunFinished
+
+    commit(stage, out, run_id)
+    emit(RunFinished(out_dir=str(out), summary=report.get("summary", {})))
+
+
+def check_staged(stage: Path) -> None:
+    """Raise ProblemError unless everything under ``stage`` (written by the
+    sandboxed child) is a regular file or a folder: a symbolic link, a
+    hard link to a file elsewhere, a FIFO or a device file would make the
+    output folder, its downloads or its zip reach outside the run.  The
+    parent calls this before it commits the child's output."""
+    from lego_core.spec import ProblemError
+
+    stage = Path(stage)
+    for path in [stage, *stage.rglob("*")]:
+        info = path.lstat()
+        if stat.S_ISDIR(info.st_mode):
+            continue
+        if not stat.S_ISREG(info.st_mode) or info.st_nlink > 1:
+            what = "a symbolic link" if stat.S_ISLNK(info.st_mode) else ("a hard link" if stat.S_ISREG(info.st_mode) else "a special file")
+            raise ProblemError(
+                f"the run's output holds {what} ({path.relative_to(stage)}), which LEGO never writes; the output was discarded.",
+                hint="the model file must not create links or special files in the output folder.",
+            )
 
 
 def discard(stage: Path) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from lego_core import e2e, output
+from lego_core import e2e, output, sandbox_child
 from lego_core.agents import make_agent
 from lego_core.cache import KernelCache
 from lego_core.capture import capture_graph, layout_inputs, use_channels_last
@@ -24,7 +24,7 @@ from lego_core.compose import write_output
 from lego_core.config import OptimizeConfig
 from lego_core.errors import OptimizeError
 from lego_core.judge.executor import warm_up
-from lego_core.events import RunFinished, RunStarted, Sink, StageStarted, TranscriptMessage
+from lego_core.events import RunStarted, Sink, StageStarted, TranscriptMessage
 from lego_core.launch import choose_launch, rule_out
 from lego_core.memory import MemoryMeter
 from lego_core.problem import ProblemError, ProblemSpec, load_problem
@@ -35,18 +35,21 @@ from lego_core.tree import FusionTree, build_tree, node_created
 from lego_core.verify_policy import seeds_record
 
 
-def run_pipeline(spec: ProblemSpec, out_dir: str, config: OptimizeConfig, emit: Sink, run_id: str | None = None) -> dict:
+def run_pipeline(spec: ProblemSpec, out_dir: str, config: OptimizeConfig, emit: Sink, run_id: str | None = None, commit: bool = True) -> dict:
     """Optimize one problem; write ``out_dir``; return the report dict.
 
     The output is composed, verified end to end and given its launch plan in
     a staging folder beside ``out_dir`` (``lego_core.output``), and moved into
     ``out_dir`` only when everything passed; on any exception the staging
     folder is removed and ``out_dir`` is as it was.  ``run_id`` names the run
-    (and its staging folder; a new one when None)."""
+    (and its staging folder; a new one when None).  ``commit=False`` (the
+    sandboxed child, which cannot see ``out_dir``): stop with the verified
+    output and ``report.json`` in the staging folder; the caller checks and
+    commits it (``output.finish``)."""
     run_id = run_id or new_run_id()
     stage = output.staging_path(Path(out_dir), run_id)
     try:
-        return _run(spec, Path(out_dir), stage, config, emit, run_id)
+        return _run(spec, Path(out_dir), stage, config, emit, run_id, commit)
     except BaseException:
         output.discard(stage)
         raise
@@ -57,7 +60,7 @@ def new_run_id() -> str:
     return uuid.uuid4().hex[:8]
 
 
-def _run(spec: ProblemSpec, target: Path, out: Path, config: OptimizeConfig, emit: Sink, run_id: str) -> dict:
+def _run(spec: ProblemSpec, target: Path, out: Path, config: OptimizeConfig, emit: Sink, run_id: str, commit: bool = True) -> dict:
     """The passes; ``out`` is the staging folder, committed to ``target`` at the end."""
     started = time.time()
     if spec.device == "cpu":
@@ -89,7 +92,8 @@ def _run(spec: ProblemSpec, target: Path, out: Path, config: OptimizeConfig, emi
     emit = _thread_safe(emit)  # agents report from several threads
     with tempfile.TemporaryDirectory(prefix="lego-candidates-") as work:
         parameters = {name for name, src in graph.sources.items() if src.kind == "parameter"}
-        cache = KernelCache(config.cache_dir, enabled=config.cache)  # signatures solved by earlier runs
+        # signatures solved by earlier runs; in the sandbox, new entries go to the parent, which writes them
+        cache = KernelCache(config.cache_dir, enabled=config.cache, forward=sandbox_child.forwarder("cache"))
         search = Search(tree, activations, parameters, make_agent("template"), config, spec.torch_dtype, spec.device, Path(work), emit, cache)
         search.cache_origin = f"run {run_id} of {spec.name}"
         search.meter = meter
@@ -124,8 +128,8 @@ def _run(spec: ProblemSpec, target: Path, out: Path, config: OptimizeConfig, emi
     report["run_id"] = run_id
     report["verification"] = seeds_record(config)  # the seeds, secret while the run checked candidates
     (out / "report.json").write_text(json.dumps(report, indent=2))
-    output.commit(out, target, run_id)  # verified: the files move into the target folder by rename
-    emit(RunFinished(out_dir=str(target), summary=report["summary"]))
+    if commit:
+        output.finish(out, target, run_id, report, emit)  # verified: the files move into the target folder by rename
     return report
 
 

@@ -2,34 +2,52 @@
 
 Uploaded model code must never run in the caller's process (the web
 process, a Celery worker that serves other runs).  ``run_in_child`` starts a
-fresh interpreter (multiprocessing ``spawn``), applies resource limits and,
-where the OS allows it, cuts the child off the network, then runs
-``target(*args, emit)``.  Events the child emits arrive at the parent's sink
-in order.  The child's return value is returned; an exception raised in the
-child is raised again in the parent (ProblemError keeps its file and line);
-a child that dies (signal, out of memory, ``os._exit``) becomes a
-:class:`ChildCrashed` with a message that says how it died.
+fresh interpreter (``lego_core.sandbox_child``), inside
+bubblewrap when given a :class:`lego_core.jail.Jail` (a private view of the
+file system, no network, no capabilities: see ``jail.py``), else as a plain
+child that only cuts its own network where the OS allows it.  The child
+applies resource limits (``config.SandboxLimits``), then runs
+``target(*args, emit)``.  Events the child emits arrive at the parent's
+sink in order.  The child's return value is returned; an exception raised
+in the child is raised again in the parent (ProblemError keeps its file,
+line and hint; built-in exceptions keep their type; others become
+RuntimeError with the child's traceback); a child that dies (signal, out of
+memory, ``os._exit``) becomes a :class:`ChildCrashed` with a message that
+says how it died.
+
+Everything the child sends is JSON, read with a size limit: the parent
+never unpickles what a process running uploaded code wrote
+(``sandbox_child``).  Messages of other kinds go to ``handlers`` (the
+kernel cache's writes: ``lego_core.api``).
 """
 from __future__ import annotations
 
-import ctypes
+import builtins
+import json
 import logging
-import multiprocessing as mp
 import os
-import resource
+import pickle
 import signal
+import subprocess
+import sys
+import threading
 import time
-import traceback
-import warnings
+from multiprocessing.connection import Connection
+from pathlib import Path
 from typing import Any, Callable
 
-from lego_core.events import Event, Sink, null_sink
+from lego_core import sandbox_child
+from lego_core.events import event_from_dict, Sink, null_sink
 
-_DONE, _EVENT, _ERROR = "done", "event", "error"
+log = logging.getLogger(__name__)
+
+MAX_MESSAGE_BYTES = 256 << 20  # one message from the child (an event, the report, a cache entry)
+_PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)
 
 
 class ChildCrashed(RuntimeError):
-    """The child process ended without a result (killed, crashed, timed out)."""
+    """The child process ended without a result (killed, crashed, timed out,
+    or it broke the message protocol)."""
 
 
 def run_in_child(
@@ -38,34 +56,68 @@ def run_in_child(
     sink: Sink | None = None,
     timeout_s: float | None = None,
     watchdog: Callable[[], BaseException | None] | None = None,
+    *,
+    jail=None,
+    limits: dict | None = None,
+    handlers: dict[str, Callable[[dict], None]] | None = None,
 ) -> Any:
-    """Call ``target(*args, emit)`` in a spawned child process.
+    """Call ``target(*args, emit)`` in a child process.
 
-    ``emit`` is a callable the child uses for events; each is delivered to
-    ``sink`` in the parent.  ``timeout_s`` (seconds, None for no limit) kills
-    the child and raises ChildCrashed when exceeded.  ``watchdog()`` is
-    called several times a second; when it returns an exception the child is
-    killed and that exception raised (a per-stage time limit, say).
-    Exceptions from the
-    child are re-raised with their type when they pickle, else as
-    RuntimeError with the child's traceback text.
+    ``target`` and ``args`` must pickle (by reference: module-level
+    functions).  ``emit`` is a callable the child uses for events; each is
+    delivered to ``sink`` in the parent.  ``timeout_s`` (seconds, None for no
+    limit) kills the child and raises ChildCrashed when exceeded.
+    ``watchdog()`` is called several times a second; when it returns an
+    exception the child is killed and that exception raised (a per-stage
+    time limit, say).  ``jail``: a ``lego_core.jail.Jail`` to run the child
+    in (None: a plain child).  ``limits``: ``SandboxLimits.as_dict()``.
+    ``handlers``: ``{kind: f(message)}`` for the child's other messages
+    (``sandbox_child.forwarder``).  The result must be JSON-ready data.
     """
     sink = sink or null_sink
-    ctx = mp.get_context("spawn")
-    receiver, sender = ctx.Pipe(duplex=False)  # a pipe: no semaphores to leak
-    child = ctx.Process(target=_child_main, args=(target, args, sender), daemon=False)
-    child.start()
-    sender.close()  # the parent keeps only the reading end
+    job = {
+        "call": pickle.dumps((target, args)),
+        "sys_path": [p for p in sys.path if p] if jail is None else [],
+        "limits": dict(limits or {}),
+        "isolate_network": jail is None and os.environ.get("LEGO_SANDBOX_NETWORK") != "1",
+    }
+    job_read, job_write = os.pipe()
+    out_read, out_write = os.pipe()
+    argv = [sys.executable, "-c", sandbox_child.ENTRY, str(job_read), str(out_write)]
+    if jail is not None:
+        command, env = jail.command(argv), None
+    else:
+        command, env = argv, dict(os.environ, PYTHONPATH=os.pathsep.join([_PACKAGE_PARENT, *filter(None, [os.environ.get("PYTHONPATH")])]))
     try:
-        return _pump(child, receiver, sink, timeout_s, watchdog)
+        child = subprocess.Popen(command, pass_fds=(job_read, out_write), env=env, stdin=subprocess.DEVNULL, close_fds=True)
     finally:
-        if child.is_alive():
+        os.close(job_read)
+        os.close(out_write)
+    receiver = Connection(out_read, writable=False)
+    writer = threading.Thread(target=_send_job, args=(job_write, pickle.dumps(job)), daemon=True)
+    writer.start()  # in a thread: a child that never reads must not block the parent
+    try:
+        return _pump(child, receiver, sink, timeout_s, watchdog, handlers or {}, jailed=jail is not None)
+    finally:
+        if child.poll() is None:
             child.kill()
-        child.join(timeout=10)
+        try:
+            child.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
         receiver.close()
+        writer.join(timeout=1)
 
 
-def _pump(child: mp.Process, receiver: Any, sink: Sink, timeout_s: float | None, watchdog) -> Any:
+def _send_job(fd: int, data: bytes) -> None:
+    try:
+        with os.fdopen(fd, "wb") as pipe:
+            pipe.write(data)
+    except OSError:  # the child died before reading it: the pump reports how
+        pass
+
+
+def _pump(child: subprocess.Popen, receiver: Connection, sink: Sink, timeout_s: float | None, watchdog, handlers: dict, jailed: bool) -> Any:
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     while True:
         if deadline is not None and time.monotonic() > deadline:
@@ -76,90 +128,93 @@ def _pump(child: mp.Process, receiver: Any, sink: Sink, timeout_s: float | None,
         if not receiver.poll(0.2):
             continue
         try:
-            kind, payload = receiver.recv()
+            data = receiver.recv_bytes(MAX_MESSAGE_BYTES)
         except EOFError:  # the child closed its end without a result: it died
-            child.join(timeout=10)
-            raise ChildCrashed(_death_message(child.exitcode)) from None
-        if kind == _EVENT:
-            sink(payload)
-        elif kind == _DONE:
-            return payload
-        elif kind == _ERROR:
-            raise payload
+            try:
+                code = child.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                code = None
+            raise ChildCrashed(_death_message(code, jailed)) from None
+        except OSError:
+            raise ChildCrashed(f"the optimizer process sent a message over {MAX_MESSAGE_BYTES >> 20} MiB and was stopped.") from None
+        kind, message = _decode(data)
+        if kind == "event":
+            try:
+                event = event_from_dict(message["event"])
+            except (KeyError, TypeError, ValueError) as exc:
+                raise ChildCrashed(f"the optimizer process sent an event outside the protocol ({type(exc).__name__}: {exc}) and was stopped.") from None
+            sink(event)
+        elif kind == "done":
+            return message.get("result")
+        elif kind == "error":
+            raise rebuild_error(message.get("error"))
+        elif kind in handlers:
+            try:
+                handlers[kind](message)
+            except Exception:  # noqa: BLE001 - a bad message of the child's must not end the parent's run
+                log.exception("the optimizer process's %s message could not be handled", kind)
+        else:
+            raise ChildCrashed(f"the optimizer process sent a message of unknown kind {str(kind)[:40]!r} and was stopped.")
 
 
-def _death_message(exitcode: int | None) -> str:
+def _decode(data: bytes) -> tuple[str, dict]:
+    try:
+        message = json.loads(data)
+    except (ValueError, UnicodeDecodeError):
+        raise ChildCrashed("the optimizer process sent a message that is not JSON and was stopped.") from None
+    if not isinstance(message, dict) or not isinstance(message.get("kind"), str):
+        raise ChildCrashed("the optimizer process sent a message outside the protocol and was stopped.")
+    return message["kind"], message
+
+
+def rebuild_error(data: Any) -> Exception:
+    """The exception ``sandbox_child.error_data`` described: ProblemError
+    with its path, line and hint; OptimizeError and ChildCrashed; a built-in
+    exception type with its message; anything else RuntimeError("Type:
+    message" and the child's traceback)."""
+    from lego_core.errors import OptimizeError
+    from lego_core.spec import ProblemError
+
+    if not isinstance(data, dict):
+        return ChildCrashed("the optimizer process reported an error outside the protocol.")
+    name, message = str(data.get("type", "Exception"))[:100], str(data.get("message", ""))
+    if name == "ProblemError":
+        line = data.get("line")
+        path = data.get("path")
+        return ProblemError(message, str(path) if path is not None else None, line if isinstance(line, int) else None, str(data.get("hint") or ""))
+    known = {"OptimizeError": OptimizeError, "ChildCrashed": ChildCrashed}
+    cls = known.get(name) or getattr(builtins, name, None)
+    if isinstance(cls, type) and issubclass(cls, Exception):
+        try:
+            return cls(message)
+        except Exception:  # noqa: BLE001 - a built-in that wants other arguments
+            pass
+    return RuntimeError(f"{name}: {message}\n{data.get('traceback', '')}")
+
+
+def _death_message(exitcode: int | None, jailed: bool) -> str:
+    if jailed and exitcode is not None and exitcode > 128:  # bwrap exits 128 + N for a child killed by signal N
+        exitcode = 128 - exitcode
     if exitcode is not None and exitcode < 0:
-        name = signal.Signals(-exitcode).name
-        return f"the optimizer process was killed by {name} (out of memory or a crash in native code)."
+        try:
+            name = signal.Signals(-exitcode).name
+        except ValueError:
+            name = f"signal {-exitcode}"
+        return f"the optimizer process was killed by {name} (out of memory, a resource limit or a crash in native code)."
     return f"the optimizer process exited with code {exitcode} without a result."
 
 
-def _child_main(target: Callable[..., Any], args: tuple, sender: Any) -> None:
-    _die_with_parent()
-    _limit_resources()
-    _isolate_network()
-    stacks_every = os.environ.get("LEGO_DEBUG_STACKS_S")
-    if stacks_every:  # a run that seems stuck shows where it is: every thread's stack on stderr, repeatedly
-        import faulthandler
-
-        faulthandler.dump_traceback_later(float(stacks_every), repeat=True)
-    warnings.filterwarnings("ignore", message=".*LeafSpec.*")  # torch.export's own deprecation noise
-    logging.getLogger("torch").setLevel(logging.ERROR)  # torch.export's warnings are not the user's business
-
-    def emit(event: Event) -> None:
-        sender.send((_EVENT, event))
-
-    try:
-        result = target(*args, emit)
-        sender.send((_DONE, result))
-    except BaseException as exc:  # noqa: BLE001 - everything must reach the parent
-        if not isinstance(exc, Exception):  # SystemExit, KeyboardInterrupt: not the parent's to obey
-            exc = RuntimeError(f"the optimizer process stopped: {type(exc).__name__}({exc})")
-        sender.send((_ERROR, _picklable(exc)))
-    finally:
-        sender.close()
-
-
-def _picklable(exc: BaseException) -> BaseException:
-    import pickle
-
-    try:
-        pickle.loads(pickle.dumps(exc))
-        return exc
-    except Exception:  # noqa: BLE001
-        text = "".join(traceback.format_exception(exc))
-        return RuntimeError(f"{type(exc).__name__}: {exc}\n{text}")
-
-
+# used by the candidate executors (lego_core.judge.child), which start below the child
 def _die_with_parent() -> None:
-    """Ask Linux to SIGKILL this process when its parent dies (a killed
-    worker must not leave a model running); a no-op elsewhere."""
-    pr_set_pdeathsig = 1
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
-    except (OSError, AttributeError):
-        pass
+    sandbox_child._die_with_parent()
 
 
 def _limit_resources() -> None:
-    """No core dumps; cap open files. Memory is left to the OS: CUDA maps
-    far more virtual memory than it uses, so an address-space cap breaks it."""
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (min(4096, hard), hard))
+    """No core dumps; cap open files (the other limits are inherited from the child)."""
+    sandbox_child.limit_resources({})
 
 
 def _isolate_network() -> None:
-    """Move the child into a new, empty network namespace when permitted
-    (root, or unprivileged user namespaces); otherwise carry on.  Set
-    ``LEGO_SANDBOX_NETWORK=1`` to keep the network."""
-    if os.environ.get("LEGO_SANDBOX_NETWORK") == "1":
-        return
-    clone_newnet = 0x40000000
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.unshare(clone_newnet)
-    except (OSError, AttributeError):
-        pass
+    """A new, empty network namespace where permitted; ``LEGO_SANDBOX_NETWORK=1`` keeps the network."""
+    if os.environ.get("LEGO_SANDBOX_NETWORK") != "1":
+        sandbox_child.isolate_network()

@@ -184,6 +184,18 @@ def calls_back_into_reference(source: str, region_ops: Sequence[str], library_op
     return None
 
 
+def unsafe_host_code(source: str) -> str | None:
+    """The region-independent part of :func:`calls_back_into_reference`:
+    a reason when ``source`` does not parse, defines or launches no
+    ``@triton.jit`` kernel, imports beyond :data:`ALLOWED_IMPORTS`, reaches
+    :data:`EVASIVE_NAMES` / :data:`EVASIVE_ATTRIBUTES`, or assigns to
+    PyTorch, Triton or LEGO objects; None when it does none of these.  Heavy
+    library calls are not judged here (that needs the region's ops).  The
+    kernel cache's writer checks forwarded entries with it
+    (``cache.store_forwarded``)."""
+    return calls_back_into_reference(source, (), library_ops=tuple(_ALWAYS_FORBIDDEN))
+
+
 class _CallbackChecker(ast.NodeVisitor):
     """Walks a module: records jit functions, launches and the first
     forbidden call (outside jit bodies) in ``problem``."""

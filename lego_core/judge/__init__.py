@@ -46,8 +46,9 @@ lives until the next restart and can only affect later candidates in the
 same executor, whose outputs are still compared in the judge, and the
 composed model is checked end to end in a fresh process.  Nor does it stop
 native-level attacks on the optimizer from a process of the same user
-(signals, /proc/<pid>/mem, ptrace); that needs OS isolation (another user,
-seccomp), which this does not add.  Timings come from the process that runs
+(signals, /proc/<pid>/mem, ptrace); the executors run inside the
+optimizer's bubblewrap jail (``lego_core.jail``), so such an attack reaches
+no further than the model file itself could (docs/SECURITY.md).  Timings come from the process that runs
 the candidate and are only as honest as its code.
 """
 from lego_core.judge.executor import CALL_TIMEOUT_S, Executor, RemoteModule

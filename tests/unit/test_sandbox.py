@@ -120,13 +120,14 @@ def test_child_crashed_is_a_runtime_error():
     assert issubclass(ChildCrashed, RuntimeError)
 
 
-def test_unpicklable_return_value_is_an_error_not_a_hang():
-    # a result that cannot be pickled never reaches the parent: the parent
-    # must raise (a pickling error or ChildCrashed), not wait forever
+def test_result_that_is_not_json_data_is_an_error_not_a_hang():
+    # the child talks to the parent in JSON only (the parent never unpickles
+    # what a process running uploaded code wrote): a result that is not JSON
+    # data never reaches the parent, which raises a clear error, not waits
     start = time.monotonic()
-    with pytest.raises(Exception) as info:
+    with pytest.raises(TypeError) as info:
         run_in_child(targets.return_unpicklable, (), timeout_s=30)
-    assert "pickle" in str(info.value).lower() or "without a result" in str(info.value)
+    assert "cannot be sent to the parent as JSON data" in str(info.value)
     assert time.monotonic() - start < 20
 
 
@@ -162,3 +163,42 @@ def test_timeout_applies_to_a_child_that_keeps_emitting_events():
     with pytest.raises(ChildCrashed, match="time limit"):
         run_in_child(targets.chatty_sleeper, (2.0,), timeout_s=0.5)
     assert time.monotonic() - start < 1.8
+
+
+def test_the_parent_never_unpickles_what_the_child_sends(tmp_path):
+    # the child runs uploaded code: a pickle it writes on the pipe must not
+    # run in the parent (it would create the file); it is refused as not JSON
+    planted = tmp_path / "ran-in-the-parent"
+    with pytest.raises(ChildCrashed, match="not JSON"):
+        run_in_child(targets.send_a_pickle_bomb, (str(planted),), timeout_s=60)
+    assert not planted.exists()
+
+
+def test_a_message_over_the_size_limit_stops_the_child(monkeypatch):
+    from lego_core import sandbox
+
+    monkeypatch.setattr(sandbox, "MAX_MESSAGE_BYTES", 1 << 20)
+    with pytest.raises(ChildCrashed, match="over 1 MiB"):
+        run_in_child(targets.send_a_huge_event, (), timeout_s=60)
+
+
+def test_resource_limits_from_the_config_apply_in_the_child():
+    from lego_core.config import SandboxLimits
+
+    limits = SandboxLimits(memory_mb=8192, cpu_s=600, processes=2048, file_mb=64)
+    seen = run_in_child(targets.read_all_limits, (), limits=limits.as_dict())
+    assert seen == {"data": [8192 << 20] * 2, "cpu": [600, 600], "nproc": [2048, 2048], "fsize": [64 << 20] * 2}
+
+
+def test_a_file_over_the_size_limit_fails_in_the_child(tmp_path):
+    from lego_core.config import SandboxLimits
+
+    with pytest.raises(Exception, match="File too large|SIGXFSZ|Errno 27"):
+        run_in_child(targets.write_bytes, (str(tmp_path / "big"), 3 << 20), limits=SandboxLimits(file_mb=1).as_dict(), timeout_s=60)
+
+
+def test_sandbox_limits_refuse_nonsense():
+    from lego_core.config import SandboxLimits
+
+    with pytest.raises(ValueError, match="memory_mb must be a positive whole number"):
+        SandboxLimits(memory_mb=0)

@@ -49,6 +49,7 @@ log = logging.getLogger(__name__)
 
 PROPOSE_TASK = "runs.propose"
 RELAY_ENV = "LEGO_AGENT_RELAY"
+RELAY_TIMEOUT_ENV = "LEGO_AGENT_RELAY_TIMEOUT_S"  # the relay's own timeout, for the child (which has no settings)
 POLL_S = 0.1  # how often pending results are looked up
 RELAY_GRACE_S = 60.0  # the child waits this much longer than the relay's own timeout
 
@@ -86,12 +87,13 @@ class CeleryAgentPool:
     """
 
     def __init__(self, agent_name: str, size: int = 1):
-        settings = _settings()
         self.agent_name, self.size = agent_name, size
         relay = os.environ.get(RELAY_ENV)
-        if relay:
-            self._calls: CeleryCalls | RelayCalls = RelayCalls(relay, size, settings.LEGO_AGENT_TIMEOUT_S + RELAY_GRACE_S)
+        if relay:  # the sandboxed child: no Django settings here (it cannot read them), the relay said its limit
+            timeout_s = float(os.environ.get(RELAY_TIMEOUT_ENV) or _settings().LEGO_AGENT_TIMEOUT_S)
+            self._calls: CeleryCalls | RelayCalls = RelayCalls(relay, size, timeout_s + RELAY_GRACE_S)
         else:
+            settings = _settings()
             self._calls = CeleryCalls(settings.LEGO_AGENT_QUEUE, settings.LEGO_AGENT_TIMEOUT_S)
 
     def submit(self, sub, feedback: list[str]) -> "concurrent.futures.Future[Proposal]":
@@ -314,7 +316,7 @@ class AgentRelay:
         self._server.settimeout(0.2)
         self._closed = threading.Event()
         self._handlers: list[threading.Thread] = []
-        self._previous_env: str | None = None
+        self._previous_env: dict[str, str | None] = {}
         self._thread = threading.Thread(target=self._serve, name="lego-agent-relay", daemon=True)
         self._thread.start()
 
@@ -323,15 +325,17 @@ class AgentRelay:
         return self.calls.missing
 
     def __enter__(self) -> "AgentRelay":
-        self._previous_env = os.environ.get(RELAY_ENV)
+        self._previous_env = {name: os.environ.get(name) for name in (RELAY_ENV, RELAY_TIMEOUT_ENV)}
         os.environ[RELAY_ENV] = self.path
+        os.environ[RELAY_TIMEOUT_ENV] = str(self.calls.timeout_s)
         return self
 
     def __exit__(self, *exc_info) -> None:
-        if self._previous_env is None:
-            os.environ.pop(RELAY_ENV, None)
-        else:
-            os.environ[RELAY_ENV] = self._previous_env
+        for name, value in self._previous_env.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
         self.close()
 
     def close(self) -> None:
