@@ -200,7 +200,9 @@ def for_run(model_file: str, stage: str, scratch: str, cache_root: str | None, a
     (``cache_root``, None when the run does not use it) read-only, the
     agent pool's module files read-only, the agent relay's socket folder
     (``$LEGO_AGENT_RELAY``) so the child reaches the relay, the staging
-    folder ``stage`` and the private ``scratch`` folder writable."""
+    folder ``stage`` and the private ``scratch`` folder writable; on a GPU
+    machine also the GPU lock folder (``lego_core.gpu_lock``), so that jailed
+    runs sharing a card still keep their timings apart."""
     import lego_core
 
     read_only = [str(Path(model_file).resolve())]
@@ -218,7 +220,14 @@ def for_run(model_file: str, stage: str, scratch: str, cache_root: str | None, a
     relay = os.environ.get(RELAY_ENV)
     if relay and os.path.exists(relay):
         read_only.append(str(Path(relay).resolve().parent))  # a private folder that holds only the socket
-    return Jail(scratch=scratch, read_only=read_only, writable=[str(Path(stage).resolve())], env=child_environment(extra_path))
+    writable = [str(Path(stage).resolve())]
+    if _gpu_devices():  # the runs sharing a card keep their timings apart through its lock files (lego_core.gpu_lock)
+        from lego_core import gpu_lock
+
+        locks = Path(os.environ.get(gpu_lock.LOCK_DIR_ENV) or gpu_lock.DEFAULT_LOCK_DIR)
+        locks.mkdir(parents=True, exist_ok=True)
+        writable.append(str(locks.resolve()))
+    return Jail(scratch=scratch, read_only=read_only, writable=writable, env=child_environment(extra_path))
 
 
 def wanted() -> bool:
