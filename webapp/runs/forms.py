@@ -51,16 +51,22 @@ class RunForm(forms.ModelForm):
 
     def submit(self, owner) -> Run:
         """Save the valid form as ``owner``'s run and queue its optimization
-        once the transaction commits (the page and the JSON API both use it)."""
+        once the transaction commits (the page and the JSON API both use it).
+
+        Raises ``queue.RunLimitReached`` (nothing saved, no file written)
+        when ``owner`` already has ``LEGO_MAX_RUNS_IN_FLIGHT`` runs queued or
+        running."""
         from django.db import transaction
 
-        from webapp.runs.tasks import optimize_run
+        from webapp.runs import queue, tasks
 
         run = self.save(commit=False)
         run.owner = owner
         # letters, digits, -, _ and . only: the name is shown on pages and names the download
         run.original_filename = get_valid_filename(Path(self.cleaned_data["upload"].name).name)
         run.override_order = list(self.cleaned_data["overrides"])  # as typed (jsonb reorders keys)
-        run.save()
-        transaction.on_commit(lambda: optimize_run.delay(str(run.id)))
+        with transaction.atomic():
+            queue.check_in_flight_limit(owner)
+            run.save()
+            transaction.on_commit(lambda: tasks.queue_run(str(run.id)))
         return run
