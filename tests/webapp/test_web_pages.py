@@ -206,7 +206,7 @@ def test_runs_list_filters_by_state_with_counts(user_client, make_run, other_use
     page = page_of(user_client.get(url))
     nav = page.split('id="run-filter"')[1].split("</nav>")[0]
     counts = dict(re.findall(r'data-state="(\w*)"[^>]*>\s*\w+ <span class="count">(\d+)</span>', nav))
-    assert counts == {"": "4", "queued": "0", "running": "1", "finished": "2", "failed": "1"}
+    assert counts == {"": "4", "queued": "0", "running": "1", "finished": "2", "failed": "1", "cancelled": "0"}
     assert re.search(r'data-state="" class="active" aria-current="page"', nav)
     assert all(name in page for name in ("done-a.py", "done-b.py", "broken.py", "going.py"))
     assert "theirs.py" not in page
