@@ -1,6 +1,8 @@
 # LEGO web app and worker image.  One image, two roles:
 #   web:    docker run -p 8000:8000 -e DATABASE_URL=... -e REDIS_URL=... -e DJANGO_SECRET_KEY=... lego
 #   worker: docker run --gpus all -e ... lego celery -A webapp.config worker --concurrency 1
+#   agents: docker run -e ... lego celery -A webapp.config worker -Q lego-agents --pool threads --concurrency 8
+#   beat:   docker run -e ... lego celery -A webapp.config beat   (one per deployment: the reaper of stuck runs)
 # Mount a shared volume at /var/lego (uploads and run outputs) in both; serve
 # /app/static (collected at build time) from the reverse proxy at /static/.
 FROM python:3.11-slim-bookworm
