@@ -736,3 +736,37 @@ def test_replay_of_a_finished_run_shows_its_final_stage(finished_run_page, brows
         assert page.lego_log["errors"] == []
     finally:
         page.context.close()
+
+
+@pytest.fixture
+def second_in_queue_page(user_client, make_run, other_user):
+    """(path, html) of a queued run's page, second in the queue behind
+    someone else's run, rendered before any browser starts."""
+    make_run(owner=other_user)
+    run = make_run()
+    path = reverse("runs:detail", args=[run.id])
+    return path, page_of(user_client.get(path))
+
+
+@pytest.mark.browser
+@pytest.mark.faults
+def test_a_queued_run_page_follows_its_place_in_the_queue_and_its_cancel(second_in_queue_page, browser):
+    path, page_html = second_in_queue_page
+    assert 'id="run-cancel"' in page_html
+    page = run_page_in_browser(browser, page_html, path)
+    try:
+        place = page.locator("#run-queue-position")
+        assert place.inner_text() == "2nd in the queue (1 run ahead)" and place.get_attribute("data-position") == "2"
+        page.evaluate("() => sockets[0].serverSends({type: 'state', state: 'queued', last_seq: 0, queue_position: 1})")
+        assert place.inner_text() == "next in the queue" and place.is_visible()
+        page.evaluate("() => sockets[0].serverSends({type: 'state', state: 'running', last_seq: 0, queue_position: null})")
+        assert place.is_hidden() and page.locator("#run-state").inner_text() == "running"
+        cancel = {"type": "run_failed", "error_type": "RunCancelled", "message": "Cancelled by its owner.", "line": None}
+        page.evaluate("m => sockets[0].serverSends(m)", {"type": "events", "state": "cancelled", "events": wire_events([cancel])})
+        page.evaluate("() => sockets[0].serverSends({type: 'end', state: 'cancelled', last_seq: 1})")
+        assert page.locator("#run-state").inner_text() == "cancelled"
+        assert page.locator("#stream-status").inner_text().startswith("run cancelled")
+        assert page.locator("#run-stage").inner_text() == "cancelled"
+        assert page.lego_log["errors"] == []
+    finally:
+        page.context.close()
