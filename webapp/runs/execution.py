@@ -14,10 +14,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-from typing import Any
+from typing import Any, Callable
 
-from django.conf import settings
 from celery.exceptions import SoftTimeLimitExceeded
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -144,7 +144,7 @@ def stop_when_agents_missing(sink, relay: AgentRelay | None):
     return guarded
 
 
-def execute(run: Run, on_stop=None) -> None:
+def execute(run: Run, on_stop: Callable[[], None] | None = None) -> None:
     """Optimize a claimed run; it always ends finished, failed or (by its
     owner, from outside) cancelled.  ``on_stop`` is called from the
     heartbeat thread when the run stops being ``running`` while this goes
