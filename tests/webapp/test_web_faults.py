@@ -256,6 +256,19 @@ def test_cancelling_from_the_run_page(user_client, make_run, revokes, other_user
     assert 'id="run-cancel"' not in shared  # no controls on a shared page
 
 
+def test_cancelling_a_queued_run_from_its_page(user_client, make_run, revokes, fake_optimize):
+    calls = fake_optimize(lambda sink: pytest.fail("a cancelled run must not start"))
+    run = make_run(state="queued")
+    page = user_client.post(reverse("runs:cancel", args=[run.id]), follow=True).content.decode()
+    assert "The run was cancelled." in page and 'id="run-state">cancelled<' in page
+    assert "Cancelled by its owner." in page and 'id="run-queue-position"' in page and "in the queue" not in page
+    assert revokes == [(str(run.id), False)]
+    optimize_run(str(run.id))
+    assert calls == [] and Run.objects.get(pk=run.pk).state == "cancelled"
+    listing = user_client.get(reverse("runs:list"), {"state": "cancelled"}).content.decode()
+    assert 'class="state state-cancelled">cancelled<' in listing
+
+
 # --- the queue ------------------------------------------------------------------------
 
 
