@@ -7,6 +7,8 @@
 # unshare/clone of namespaces); otherwise its log says the sandbox could not
 # be made and models run unjailed (docs/SECURITY.md; LEGO_SANDBOX=require
 # makes that an error instead).
+#   agents: docker run -e ... lego celery -A webapp.config worker -Q lego-agents --pool threads --concurrency 8
+#   beat:   docker run -e ... lego celery -A webapp.config beat   (one per deployment: the reaper of stuck runs)
 # Mount a shared volume at /var/lego (uploads and run outputs) in both; serve
 # /app/static (collected at build time) from the reverse proxy at /static/.
 FROM python:3.11-slim-bookworm

@@ -35,19 +35,23 @@ sandbox:
 browser:
 	@test -x /usr/bin/chromium || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium)
 
-# Web server and two Celery workers on the embedded defaults (SQLite, a
-# filesystem broker and result files under var/), or PostgreSQL / Redis when
-# DATABASE_URL / REDIS_URL are set: the run worker (the GPU queue, one run at
-# a time) and the agents worker (agent calls, LEGO_AGENT_QUEUE, in threads).
-# Ctrl-C stops all three.  DEBUG is off (the app's own error pages; set
-# DJANGO_DEBUG=1 for Django's debug pages); --insecure serves static files.
+# Web server, two Celery workers and Celery beat on the embedded defaults
+# (SQLite, a filesystem broker and result files under var/), or PostgreSQL /
+# Redis when DATABASE_URL / REDIS_URL are set: the run worker (the GPU queue,
+# one run at a time, in a prefork pool process it replaces when it dies), the
+# agents worker (agent calls and the reaper, LEGO_AGENT_QUEUE, in threads)
+# and beat, which sends the reaper (runs.reap) every LEGO_REAP_EVERY_S to
+# fail runs whose worker stopped answering.  Ctrl-C stops all four.  DEBUG
+# is off (the app's own error pages; set DJANGO_DEBUG=1 for Django's debug
+# pages); --insecure serves static files.
 run: $(STAMP) sandbox
 	$(PY) manage.py migrate --noinput -v 0
 	$(PY) manage.py ensure_dev_user --url http://$(HOST):$(PORT)/
 	@$(INTERPRET) $(PY) -m celery -A webapp.config --quiet worker --loglevel INFO & worker=$$!; \
 	$(PY) -m celery -A webapp.config --quiet worker --loglevel INFO -n agents@%h \
 	  -Q $${LEGO_AGENT_QUEUE:-lego-agents} --pool threads --concurrency 8 & agents=$$!; \
-	trap 'kill $$worker $$agents 2>/dev/null; wait $$worker $$agents' EXIT; \
+	$(PY) -m celery -A webapp.config --quiet beat --loglevel INFO & beat=$$!; \
+	trap 'kill $$worker $$agents $$beat 2>/dev/null; wait $$worker $$agents $$beat' EXIT; \
 	$(PY) manage.py runserver --noreload --insecure $(HOST):$(PORT)
 
 # pytest's exit status 5 (no test collected) is not a failure here.

@@ -37,7 +37,7 @@ def api(token):
 def queued(monkeypatch):
     """Run ids the API sent to the run queue (instead of sending them)."""
     sent = []
-    monkeypatch.setattr("webapp.runs.tasks.optimize_run.delay", lambda run_id: sent.append(run_id))
+    monkeypatch.setattr("webapp.runs.tasks.queue_run", lambda run_id: sent.append(run_id))
     return sent
 
 
@@ -199,7 +199,7 @@ def test_the_run_list_is_the_users_own_newest_first_and_filters_by_state(api, ma
     assert body["count"] == 2
     assert [r["model"] for r in body["runs"]] == ["second.py", "first.py"]
     row = body["runs"][0]
-    assert set(row) == {"id", "model", "state", "speedup", "created", "elapsed_s", "url"}
+    assert set(row) == {"id", "model", "state", "queue_position", "speedup", "created", "elapsed_s", "url"}
     assert (row["id"], row["state"], row["speedup"]) == (str(second.id), "finished", 2.16)
     assert row["url"].endswith(reverse("api:run", args=[second.id]))
     assert body["runs"][1]["speedup"] is None
@@ -207,7 +207,7 @@ def test_the_run_list_is_the_users_own_newest_first_and_filters_by_state(api, ma
     assert [r["id"] for r in failed["runs"]] == [str(first.id)]
     response = api.get(reverse("api:runs"), {"state": "done"})
     assert response.status_code == 400
-    assert "Use one of: queued, running, finished, failed." in response.json()["errors"]["state"][0]
+    assert "Use one of: queued, running, finished, failed, cancelled." in response.json()["errors"]["state"][0]
 
 
 @pytest.mark.django_db

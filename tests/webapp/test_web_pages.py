@@ -206,7 +206,7 @@ def test_runs_list_filters_by_state_with_counts(user_client, make_run, other_use
     page = page_of(user_client.get(url))
     nav = page.split('id="run-filter"')[1].split("</nav>")[0]
     counts = dict(re.findall(r'data-state="(\w*)"[^>]*>\s*\w+ <span class="count">(\d+)</span>', nav))
-    assert counts == {"": "4", "queued": "0", "running": "1", "finished": "2", "failed": "1"}
+    assert counts == {"": "4", "queued": "0", "running": "1", "finished": "2", "failed": "1", "cancelled": "0"}
     assert re.search(r'data-state="" class="active" aria-current="page"', nav)
     assert all(name in page for name in ("done-a.py", "done-b.py", "broken.py", "going.py"))
     assert "theirs.py" not in page
@@ -733,6 +733,40 @@ def test_replay_of_a_finished_run_shows_its_final_stage(finished_run_page, brows
         final = page.evaluate(header)
         assert final["stage"] == "done" and final["state"] == "finished" and final["speedup"] == "1.15×"
         assert page.locator("#run-following").count() == 0 and page.locator("#stream-banner").is_hidden()
+        assert page.lego_log["errors"] == []
+    finally:
+        page.context.close()
+
+
+@pytest.fixture
+def second_in_queue_page(user_client, make_run, other_user):
+    """(path, html) of a queued run's page, second in the queue behind
+    someone else's run, rendered before any browser starts."""
+    make_run(owner=other_user)
+    run = make_run()
+    path = reverse("runs:detail", args=[run.id])
+    return path, page_of(user_client.get(path))
+
+
+@pytest.mark.browser
+@pytest.mark.faults
+def test_a_queued_run_page_follows_its_place_in_the_queue_and_its_cancel(second_in_queue_page, browser):
+    path, page_html = second_in_queue_page
+    assert 'id="run-cancel"' in page_html
+    page = run_page_in_browser(browser, page_html, path)
+    try:
+        place = page.locator("#run-queue-position")
+        assert place.inner_text() == "2nd in the queue (1 run ahead)" and place.get_attribute("data-position") == "2"
+        page.evaluate("() => sockets[0].serverSends({type: 'state', state: 'queued', last_seq: 0, queue_position: 1})")
+        assert place.inner_text() == "next in the queue" and place.is_visible()
+        page.evaluate("() => sockets[0].serverSends({type: 'state', state: 'running', last_seq: 0, queue_position: null})")
+        assert place.is_hidden() and page.locator("#run-state").inner_text() == "running"
+        cancel = {"type": "run_failed", "error_type": "RunCancelled", "message": "Cancelled by its owner.", "line": None}
+        page.evaluate("m => sockets[0].serverSends(m)", {"type": "events", "state": "cancelled", "events": wire_events([cancel])})
+        page.evaluate("() => sockets[0].serverSends({type: 'end', state: 'cancelled', last_seq: 1})")
+        assert page.locator("#run-state").inner_text() == "cancelled"
+        assert page.locator("#stream-status").inner_text().startswith("run cancelled")
+        assert page.locator("#run-stage").inner_text() == "cancelled"
         assert page.lego_log["errors"] == []
     finally:
         page.context.close()

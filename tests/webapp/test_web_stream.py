@@ -328,11 +328,53 @@ def test_state_messages_follow_the_run_without_events(make_run, user, client, se
         return messages
 
     assert async_to_sync(scenario)() == [
-        {"type": "state", "state": "queued", "last_seq": 0},
-        {"type": "state", "state": "running", "last_seq": 0},
+        {"type": "state", "state": "queued", "last_seq": 0, "queue_position": 1},
+        {"type": "state", "state": "running", "last_seq": 0, "queue_position": None},
         {"type": "end", "state": "failed", "last_seq": 0},
         {"type": "closed", "code": 1000},
     ]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_queued_run_hears_its_place_in_the_queue_move_and_its_cancel(make_run, user, client, settings, monkeypatch):
+    """``state`` carries ``queue_position``; it is sent again when the
+    place changes (a run ahead started), and a cancel ends the stream."""
+    from webapp.runs import lifecycle
+
+    settings.LEGO_EVENT_POLL_S = 30
+    monkeypatch.setattr(lifecycle, "revoke_task", lambda run_id, terminate: None)  # no broadcast from this test
+    ahead = make_run(state=Run.State.QUEUED)
+    run = make_run(state=Run.State.QUEUED)
+    cookie = session_cookie(client, user)
+
+    def start_the_one_ahead():
+        Run.objects.filter(pk=ahead.pk).update(state=Run.State.RUNNING)
+        assert live.notify_run_changed(run.pk)
+
+    def cancel():
+        assert lifecycle.cancel_run(run)
+
+    async def scenario():
+        comm = communicator(stream_path(run.id), cookie)
+        assert (await comm.connect(timeout=10))[0]
+        messages = [await receive(comm)]
+        await database_sync_to_async(start_the_one_ahead)()
+        messages.append(await receive(comm, timeout=5))
+        await database_sync_to_async(cancel)()
+        messages.append(await receive(comm, timeout=5))
+        messages.append(await receive(comm, timeout=5))
+        messages.append(await receive(comm, timeout=5))
+        await comm.disconnect()
+        return messages
+
+    messages = async_to_sync(scenario)()
+    assert messages[:2] == [
+        {"type": "state", "state": "queued", "last_seq": 0, "queue_position": 2},
+        {"type": "state", "state": "queued", "last_seq": 0, "queue_position": 1},
+    ]
+    [event] = messages[2]["events"]
+    assert (event["seq"], event["type"], event["data"]["error_type"]) == (1, "run_failed", "RunCancelled")
+    assert messages[3:] == [{"type": "end", "state": "cancelled", "last_seq": 1}, {"type": "closed", "code": 1000}]
 
 
 @pytest.mark.django_db(transaction=True)
@@ -381,7 +423,7 @@ def test_an_after_past_the_end_of_a_live_run_resumes_from_its_real_last_seq(make
         return messages
 
     caught_up, batch = async_to_sync(scenario)()
-    assert caught_up == {"type": "state", "state": "running", "last_seq": 3}
+    assert caught_up == {"type": "state", "state": "running", "last_seq": 3, "queue_position": None}
     assert [e["seq"] for e in batch["events"]] == [4]
 
 

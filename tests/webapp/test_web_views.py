@@ -35,7 +35,7 @@ def test_upload_creates_a_queued_run_and_enqueues_it_after_commit(
     user_client, user, good_model, django_capture_on_commit_callbacks, monkeypatch
 ):
     sent = []
-    monkeypatch.setattr("webapp.runs.tasks.optimize_run.delay", lambda run_id: sent.append(run_id))
+    monkeypatch.setattr("webapp.runs.tasks.queue_run", lambda run_id: sent.append(run_id))
     with django_capture_on_commit_callbacks(execute=True):
         response = upload(user_client, good_model, overrides="rows=2, d_in=4")
     run = Run.objects.get()
@@ -167,7 +167,7 @@ def test_upload_filenames_are_sanitised(user_client, good_model, monkeypatch):
     from rest_framework.authtoken.models import Token
     from rest_framework.test import APIClient
 
-    monkeypatch.setattr("webapp.runs.tasks.optimize_run.delay", lambda run_id: None)
+    monkeypatch.setattr("webapp.runs.tasks.queue_run", lambda run_id: None)
     assert upload(user_client, good_model, name=EVIL_NAME).status_code == 302
     api = APIClient()
     api.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=Run.objects.get().owner).key}")
@@ -218,7 +218,7 @@ def options_on_pages(client, run) -> tuple[str, str, list[str]]:
 def test_overrides_show_in_the_order_typed_everywhere(user_client, good_model, monkeypatch):
     """PostgreSQL's jsonb reorders an object's keys (shortest first); the
     run page, the list and the API keep the order they were typed in."""
-    monkeypatch.setattr("webapp.runs.tasks.optimize_run.delay", lambda run_id: None)
+    monkeypatch.setattr("webapp.runs.tasks.queue_run", lambda run_id: None)
     upload(user_client, good_model, overrides="d_model=64, rows=2\na=1, eps=0.5")
     run = Run.objects.get()
     assert run.overrides == {"d_model": 64, "rows": 2, "a": 1, "eps": 0.5}

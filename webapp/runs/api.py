@@ -28,7 +28,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView, exception_handler
 
 from lego_core import ProblemError, parse_overrides
-from webapp.runs import downloads, presenters
+from webapp.runs import downloads, lifecycle, presenters, queue
 from webapp.runs.forms import RunForm, split_overrides
 from webapp.runs.models import Run
 
@@ -98,6 +98,7 @@ def run_urls(request, run: Run) -> dict[str, str]:
         "download": absolute("api:download"),
         "report_html": absolute("api:report-html"),
         "page": absolute("runs:detail"),
+        "cancel": absolute("api:cancel"),
     }
 
 
@@ -108,7 +109,7 @@ def run_speedup(run: Run) -> float | None:
 
 def run_json(request, run: Run) -> dict[str, Any]:
     """What ``GET /api/runs/<id>/`` returns: the page's status (state, active,
-    elapsed_s, last_seq, activity, error_message, error_line), the run's
+    queue_position, elapsed_s, last_seq, activity, error_message, error_line), the run's
     options and times, the report (report.json) once finished, and URLs."""
     return {
         **presenters.run_status(run),
@@ -131,12 +132,18 @@ class RunSummarySerializer(serializers.ModelSerializer):
     model = serializers.CharField(source="original_filename")
     created = serializers.DateTimeField(source="created_at")
     speedup = serializers.SerializerMethodField()
+    queue_position = serializers.SerializerMethodField()
     elapsed_s = serializers.SerializerMethodField()
     url = serializers.SerializerMethodField()
 
     class Meta:
         model = Run
-        fields = ["id", "model", "state", "speedup", "created", "elapsed_s", "url"]
+        fields = ["id", "model", "state", "queue_position", "speedup", "created", "elapsed_s", "url"]
+
+    def get_queue_position(self, run: Run) -> int | None:
+        """The run's place in the queue (1: next), None unless queued
+        (``context["positions"]``: every queued run's, read once)."""
+        return self.context["positions"].get(run.pk)
 
     def get_speedup(self, run: Run) -> float | None:
         """``plan.speedup`` of the report; None until the run finished
@@ -246,7 +253,8 @@ def overrides_message(text: str, message: str) -> str:
 def create_run(request) -> tuple[Run | None, dict[str, list[str]]]:
     """Validate an upload like the page does and, when it is valid, save the
     run and queue it once the transaction commits.  Returns ``(run, {})`` or
-    ``(None, errors)``."""
+    ``(None, errors)``; raises ``queue.RunLimitReached`` when the user has
+    too many runs going."""
     data = request.data
     upload = request.FILES.get("model")
     if upload is None and isinstance(data.get("model"), str) and data.get("model"):
@@ -284,12 +292,18 @@ class RunListCreate(RunAPIView):
             if wanted not in Run.State.values:
                 return bad_request({"state": [f"unknown state {wanted!r}. Use one of: {', '.join(Run.State.values)}."]})
             runs = runs.filter(state=wanted)
-        rows = RunSummarySerializer(runs, many=True, context={"request": request}).data
+        context = {"request": request, "positions": queue.queue_positions()}
+        rows = RunSummarySerializer(runs, many=True, context=context).data
         return Response({"count": len(rows), "runs": rows})
 
     def post(self, request):
-        """201 with the new run's JSON (``Location``: its URL), or 400 with the errors."""
-        run, errors = create_run(request)
+        """201 with the new run's JSON (``Location``: its URL), 400 with the
+        errors, or 429 when the user already has ``LEGO_MAX_RUNS_IN_FLIGHT``
+        runs queued or running."""
+        try:
+            run, errors = create_run(request)
+        except queue.RunLimitReached as exc:
+            return Response({"errors": {"non_field_errors": [str(exc)]}}, status=status.HTTP_429_TOO_MANY_REQUESTS)
         if run is None:
             return bad_request(errors)
         body = run_json(request, run)
@@ -302,6 +316,24 @@ class RunDetail(RunAPIView):
     def get(self, request, run_id):
         """The run's JSON (``run_json``)."""
         return Response(run_json(request, self.get_run(run_id)))
+
+
+class RunCancel(RunAPIView):
+    """``POST /api/runs/<id>/cancel/``: cancel a queued or running run."""
+
+    def post(self, request, run_id):
+        """200 with the run's JSON (state ``cancelled``), or 409 when the
+        run had already ended."""
+        run = self.get_run(run_id)
+        if not lifecycle.cancel_run(run):
+            run.refresh_from_db()
+            return Response(
+                {"detail": f"This run already ended ({run.state}); only a queued or running run can be cancelled.",
+                 "state": run.state},
+                status=status.HTTP_409_CONFLICT,
+            )
+        run.refresh_from_db()
+        return Response(run_json(request, run))
 
 
 class RunEvents(RunAPIView):
@@ -378,7 +410,7 @@ def not_found(request, path: str = ""):
     else:
         detail = (
             f"No API endpoint at {request.path}. The endpoints are /api/runs/ and "
-            "/api/runs/<run id>/ (a UUID) with events/, download.zip and report.html; see docs/API.md."
+            "/api/runs/<run id>/ (a UUID) with events/, cancel/, download.zip and report.html; see docs/API.md."
         )
     return JsonResponse({"detail": detail}, status=404)
 

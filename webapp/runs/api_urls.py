@@ -8,6 +8,7 @@ app_name = "api"
 urlpatterns = [
     path("runs/", api.RunListCreate.as_view(), name="runs"),
     path("runs/<uuid:run_id>/", api.RunDetail.as_view(), name="run"),
+    path("runs/<uuid:run_id>/cancel/", api.RunCancel.as_view(), name="cancel"),
     path("runs/<uuid:run_id>/events/", api.RunEvents.as_view(), name="events"),
     path("runs/<uuid:run_id>/download.zip", api.RunDownload.as_view(), name="download"),
     path("runs/<uuid:run_id>/report.html", api.RunReportHtml.as_view(), name="report-html"),

@@ -27,7 +27,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
-from webapp.runs import live, presenters
+from webapp.runs import live, presenters, queue
 from webapp.runs.models import Run, RunEvent
 
 log = logging.getLogger(__name__)
@@ -38,7 +38,7 @@ CLOSE_NORMAL = 1000
 CLOSE_ERROR = 1011
 CLOSE_FORBIDDEN = 4403
 CLOSE_NOT_FOUND = 4404
-ENDED_STATES = (Run.State.FINISHED, Run.State.FAILED)
+ENDED_STATES = Run.ENDED_STATES
 
 
 def token_matches(current: str, offered: str) -> bool:
@@ -74,6 +74,7 @@ class Batch:
     events: list[tuple[int, str]]  # (seq, JSON of presenters.event_json)
     more: bool  # the read stopped at a limit: read again at once
     last_seq: int  # the last event's seq; with no events, ``after`` or the run's last seq if smaller
+    queue_position: int | None = None  # the run's place in the queue while queued
 
 
 def read_batch(run_id: uuid.UUID, after: int) -> Batch | None:
@@ -86,10 +87,11 @@ def read_batch(run_id: uuid.UUID, after: int) -> Batch | None:
     state changes, so an ended state read first means the events read after
     it are all there are.
     """
-    row = Run.objects.filter(pk=run_id).values_list("state", "share_token").first()
+    row = Run.objects.filter(pk=run_id).values_list("state", "share_token", "created_at").first()
     if row is None:
         return None
-    state, share_token = row
+    state, share_token, created_at = row
+    position = queue.queue_position(Run(state=state, created_at=created_at))
     rows = RunEvent.objects.filter(run_id=run_id, seq__gt=after).order_by("seq").only("seq", "type", "data")
     events, size, more = [], 0, False
     for event in rows[:BATCH_EVENTS]:
@@ -104,7 +106,8 @@ def read_batch(run_id: uuid.UUID, after: int) -> Batch | None:
         last_seq = events[-1][0]
     else:  # nothing after ``after``: the end, unless the client claims more than is stored
         last_seq = min(after, presenters.last_event_seq(run_id)) if after else 0
-    return Batch(state=state, share_token=share_token, events=events, more=more, last_seq=last_seq)
+    return Batch(state=state, share_token=share_token, events=events, more=more, last_seq=last_seq,
+                 queue_position=position)
 
 
 def events_message(events: list[tuple[int, str]], state: str) -> str:
@@ -175,6 +178,7 @@ class RunEventsConsumer(AsyncWebsocketConsumer):
         """Replay, follow, end: the loop behind one socket."""
         last_sent = self.after
         told_state: str | None = None  # the state the client last heard
+        told_position: int | None = None  # and the queue position
         live_told = False  # the client heard it caught up
         try:
             while True:
@@ -196,9 +200,10 @@ class RunEventsConsumer(AsyncWebsocketConsumer):
                     await self.send_json({"type": "end", "state": batch.state, "last_seq": last_sent})
                     await self.close(CLOSE_NORMAL)
                     return
-                if not live_told or batch.state != told_state:
-                    await self.send_json({"type": "state", "state": batch.state, "last_seq": last_sent})
-                    live_told, told_state = True, batch.state
+                if not live_told or batch.state != told_state or batch.queue_position != told_position:
+                    await self.send_json({"type": "state", "state": batch.state, "last_seq": last_sent,
+                                          "queue_position": batch.queue_position})
+                    live_told, told_state, told_position = True, batch.state, batch.queue_position
                 try:
                     await asyncio.wait_for(self.wakeup.wait(), settings.LEGO_EVENT_POLL_S)
                 except asyncio.TimeoutError:

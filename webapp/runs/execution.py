@@ -3,29 +3,44 @@
 Used by the Celery task (``webapp.runs.tasks``); nothing here imports or runs
 the uploaded file: ``lego_core.optimize`` does that in a child process.  With
 agent fan-out on, that child's agent calls reach the agents queue through an
-``AgentRelay`` in this process (``fanout.py``).
+``AgentRelay`` in this process (``fanout.py``).  While the run goes, a
+``heartbeat.Heartbeat`` thread proves the worker alive and notices a cancel;
+every way a run ends goes through ``lifecycle.end_run`` (or, for a finished
+run, a conditional update), so a run that was cancelled or reaped meanwhile
+stays as it is.
 """
 from __future__ import annotations
 
 import contextlib
 import logging
 import math
-from typing import Any
+from typing import Any, Callable
 
+from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from lego_core import ChildCrashed, OptimizeConfig, ProblemError, ProblemSpec, optimize
 from lego_core.events import Event, RunFailed
-from webapp.runs import live, server_paths
+from webapp.runs import heartbeat, lifecycle, live, server_paths
 from webapp.runs.fanout import AgentRelay, AgentWorkerMissing
 from webapp.runs.models import Run, RunEvent
 
 log = logging.getLogger(__name__)
 
 WORKER_LOST_MESSAGE = "The worker stopped while this run was going; upload the model again to retry."
+PROCESS_LOST_MESSAGE = (
+    "The worker process running this run died (killed from outside, out of memory, or taken down by the "
+    "uploaded code); a run cannot resume. Upload the model again to retry."
+)
 FANOUT_POOL = "webapp.runs.fanout:CeleryAgentPool"
+
+
+class RunStopped(Exception):
+    """The run was ended from outside (cancelled by its owner, or failed by
+    the reaper) while its task was still going: its next event could not
+    be stored, and the task stops."""
 
 
 def jsonable(value: Any) -> Any:
@@ -59,24 +74,45 @@ class EventRecorder:
         """Store ``data`` (an event's dict) as the next RunEvent, then notify."""
         self.seq += 1
         self.saw_failure |= data.get("type") == RunFailed.type
-        stored = server_paths.scrub(jsonable(data), self.run.pk)  # no server paths reach viewers
-        event = RunEvent.objects.create(run=self.run, seq=self.seq, type=data["type"], data=stored)
+        try:
+            with transaction.atomic():
+                event = RunEvent.objects.create(run=self.run, seq=self.seq, type=data["type"], data=server_paths.scrub(jsonable(data), self.run.pk))  # no server paths reach viewers
+        except IntegrityError:
+            # only ``lifecycle.end_run`` writes events beside this recorder,
+            # and only when it ends the run: this one is over
+            raise RunStopped(f"run {self.run.pk} was ended from outside; its task stops") from None
         # stored first: a viewer woken up now reads it from the database
         live.notify_new_events(self.run.pk, self.seq)
         return event
 
 
 def claim(run_id: str, worker: str) -> Run | None:
-    """Move a queued run to running; None when it is gone or already taken."""
+    """Move a queued run to running; None when it is gone or not queued.
+
+    A run that is already ``running`` under this same worker name was taken
+    by an earlier delivery of this task whose pool process died (the
+    message came back through ``reject_on_worker_lost``; a run worker runs
+    one run at a time): it is failed at once with that reason."""
     with transaction.atomic():
         run = Run.objects.select_for_update().filter(pk=run_id).first()
-        if run is None or run.state != Run.State.QUEUED:
+        if run is None:
             return None
-        run.state = Run.State.RUNNING
-        run.worker = worker
-        run.started_at = timezone.now()
-        run.output_dir = f"runs/{run.id}/output"
-        run.save(update_fields=["state", "worker", "started_at", "output_dir"])
+        claimed = run.state == Run.State.QUEUED
+        lost = run.state == Run.State.RUNNING and bool(worker) and run.worker == worker
+        if claimed:
+            now = timezone.now()
+            run.state = Run.State.RUNNING
+            run.worker = worker
+            run.started_at = now
+            run.heartbeat_at = now
+            run.output_dir = f"runs/{run.id}/output"
+            run.save(update_fields=["state", "worker", "started_at", "heartbeat_at", "output_dir"])
+    if lost:
+        lifecycle.end_run(run_id, Run.State.FAILED, PROCESS_LOST_MESSAGE, lifecycle.WORKER_LOST_TYPE,
+                          only_from=(Run.State.RUNNING,))
+        return None
+    if not claimed:
+        return None
     live.notify_run_changed(run.pk, wait_s=0)
     return run
 
@@ -108,15 +144,26 @@ def stop_when_agents_missing(sink, relay: AgentRelay | None):
     return guarded
 
 
-def execute(run: Run) -> None:
-    """Optimize a claimed run; it always ends finished or failed."""
+def execute(run: Run, on_stop: Callable[[], None] | None = None) -> None:
+    """Optimize a claimed run; it always ends finished, failed or (by its
+    owner, from outside) cancelled.  ``on_stop`` is called from the
+    heartbeat thread when the run stops being ``running`` while this goes
+    on (cancelled, or reaped); the Celery task passes
+    ``heartbeat.stop_pool_process``."""
     recorder = EventRecorder(run)
     try:
-        spec = ProblemSpec(run.upload.path, run.overrides, run.dtype, run.device)
-        config = run_config()
-        with AgentRelay() if config.agent_pool else contextlib.nullcontext() as relay:
-            sink = stop_when_agents_missing(recorder, relay)
-            report = optimize(spec, run.output_path, config=config, sink=sink)
+        with heartbeat.Heartbeat(run.pk, settings.LEGO_HEARTBEAT_S, on_stop):
+            spec = ProblemSpec(run.upload.path, run.overrides, run.dtype, run.device)
+            config = run_config()
+            with AgentRelay() if config.agent_pool else contextlib.nullcontext() as relay:
+                sink = stop_when_agents_missing(recorder, relay)
+                report = optimize(spec, run.output_path, config=config, sink=sink)
+    except RunStopped as exc:
+        log.info("%s", exc)
+    except SoftTimeLimitExceeded:
+        fail(run, recorder, f"The run passed the worker's time limit of {settings.LEGO_RUN_SOFT_LIMIT_S:g} s and was "
+             "stopped. Lower the sizes with overrides, or ask for a longer LEGO_RUN_TIMEOUT_S.",
+             error_type="SoftTimeLimitExceeded")
     except AgentWorkerMissing as exc:
         fail(run, recorder, str(exc), error_type="AgentWorkerMissing")
     except ProblemError as exc:
@@ -129,45 +176,44 @@ def execute(run: Run) -> None:
     else:
         finish(run, report)
     finally:
-        # a BaseException (worker shutdown, time limit) skips the handlers above
-        if Run.objects.filter(pk=run.pk, state=Run.State.RUNNING).update(
-            state=Run.State.FAILED, error_message=WORKER_LOST_MESSAGE, finished_at=timezone.now()
-        ):
-            live.notify_run_changed(run.pk, recorder.seq)
+        # a BaseException (worker shutdown) skips the handlers above
+        lifecycle.end_run(run.pk, Run.State.FAILED, WORKER_LOST_MESSAGE, lifecycle.WORKER_LOST_TYPE,
+                          only_from=(Run.State.RUNNING,))
 
 
 def finish(run: Run, report: dict) -> None:
     """Save the run as finished with its report; report.html is written into
-    the output folder first, so the zip of a finished run always holds it."""
+    the output folder first, so the zip of a finished run always holds it.
+    A run that was cancelled or reaped meanwhile stays as it is."""
     from webapp.runs import report_html
 
     run.state = Run.State.FINISHED
     run.report = server_paths.scrub(jsonable(report), run.pk)
     run.finished_at = timezone.now()
     report_html.write_report_html(run)  # into the output folder (so the zip has it) before the run shows finished
-    run.save(update_fields=["state", "report", "finished_at"])
-    live.notify_run_changed(run.pk)  # viewers get "end" now, not at their next poll
+    if Run.objects.filter(pk=run.pk, state=Run.State.RUNNING).update(
+        state=run.state, report=run.report, finished_at=run.finished_at
+    ):
+        live.notify_run_changed(run.pk)  # viewers get "end" now, not at their next poll
+    else:
+        run.refresh_from_db()
 
 
 def fail(run: Run, recorder: EventRecorder, message: str, line: int | None = None, error_type: str = "") -> None:
-    """Save the run as failed with ``message`` (server paths made relative)."""
+    """End the running run as failed with ``message`` (and a ``RunFailed``
+    event unless lego_core already sent one); a run that was cancelled or
+    reaped meanwhile stays as it is.  Server paths in ``message`` are made relative."""
     message = server_paths.scrub(message, run.pk)
-    if not recorder.saw_failure:  # failures before lego_core started send no event
-        recorder(RunFailed(error_type=error_type, message=message, line=line))
-    run.state = Run.State.FAILED
-    run.error_message = message
-    run.error_line = line
-    run.finished_at = timezone.now()
-    run.save(update_fields=["state", "error_message", "error_line", "finished_at"])
-    live.notify_run_changed(run.pk, recorder.seq)
+    lifecycle.end_run(run.pk, Run.State.FAILED, message, error_type, line=line,
+                      only_from=(Run.State.RUNNING,), event=not recorder.saw_failure)
+    run.refresh_from_db()
 
 
 def fail_abandoned_runs(worker: str) -> int:
     """Fail the runs a worker of this name left running (it was restarted)."""
     left = list(Run.objects.filter(state=Run.State.RUNNING, worker=worker).values_list("pk", flat=True))
-    count = Run.objects.filter(pk__in=left, state=Run.State.RUNNING).update(
-        state=Run.State.FAILED, error_message=WORKER_LOST_MESSAGE, finished_at=timezone.now()
+    return sum(
+        lifecycle.end_run(run_id, Run.State.FAILED, WORKER_LOST_MESSAGE, lifecycle.WORKER_LOST_TYPE,
+                          only_from=(Run.State.RUNNING,))
+        for run_id in left
     )
-    for run_id in left:
-        live.notify_run_changed(run_id, wait_s=0)
-    return count

@@ -302,7 +302,7 @@ class AgentRelay:
     closes the socket, the threads and the connections.  ``missing`` is the
     AgentWorkerMissing error once no worker took a task in time, else None.
     The variable is process-wide: one run at a time per process, as the run
-    worker's solo pool guarantees.
+    worker's one-process pool guarantees.
     """
 
     def __init__(self, queue_name: str | None = None, timeout_s: float | None = None):

@@ -53,10 +53,13 @@ class RunForm(forms.ModelForm):
         """Save the valid form as ``owner``'s run and queue its optimization
         once the transaction commits (the page and the JSON API both use it).
         When the row cannot be saved, the stored upload and its folders are
-        removed again before the error propagates: no orphan files."""
+        removed again before the error propagates: no orphan files.
+        Raises ``queue.RunLimitReached`` (nothing saved, no file written)
+        when ``owner`` already has ``LEGO_MAX_RUNS_IN_FLIGHT`` runs queued or
+        running."""
         from django.db import transaction
 
-        from webapp.runs.tasks import optimize_run
+        from webapp.runs import queue, tasks
 
         run = self.save(commit=False)
         run.owner = owner
@@ -65,11 +68,12 @@ class RunForm(forms.ModelForm):
         run.override_order = list(self.cleaned_data["overrides"])  # as typed (jsonb reorders keys)
         try:
             with transaction.atomic():
+                queue.check_in_flight_limit(owner)
                 run.save()
+                transaction.on_commit(lambda: tasks.queue_run(str(run.id)))
         except BaseException:
             remove_stored_upload(run)
             raise
-        transaction.on_commit(lambda: optimize_run.delay(str(run.id)))
         return run
 
 

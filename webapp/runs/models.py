@@ -40,10 +40,12 @@ class Run(models.Model):
         RUNNING = "running"
         FINISHED = "finished"
         FAILED = "failed"
+        CANCELLED = "cancelled"
 
     DTYPES = [(name, name) for name in lego_spec.DTYPE_NAMES]
     DEVICES = [(name, name) for name in lego_spec.DEVICES]
     ACTIVE_STATES = (State.QUEUED, State.RUNNING)
+    ENDED_STATES = (State.FINISHED, State.FAILED, State.CANCELLED)
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="runs")
@@ -65,6 +67,10 @@ class Run(models.Model):
     # the Celery worker that took the run, so a restarted worker can fail the
     # runs it left behind instead of leaving them "running" forever
     worker = models.CharField(max_length=255, blank=True)
+    # written every few seconds by the task while the run is going
+    # (``heartbeat.py``); a running run whose heartbeat stopped is failed by
+    # the reaper (``lifecycle.reap_stuck_runs``)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
     # the read-only share link's secret (secrets.token_urlsafe(32), 256 bits);
     # empty when the run is not shared; revoking clears it for good
     share_token = models.CharField(max_length=64, blank=True, default="", db_index=True)

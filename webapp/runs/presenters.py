@@ -7,6 +7,7 @@ from typing import Any
 
 from django.urls import reverse
 
+from webapp.runs import queue
 from webapp.runs.models import Run, RunEvent
 
 
@@ -48,11 +49,13 @@ def run_page_context(run: Run, request, share_token: str | None = None) -> dict[
             "create_url": reverse("runs:share-create", args=[run.id]),
             "revoke_url": reverse("runs:share-revoke", args=[run.id]),
         }
+    cancel_url = reverse("runs:cancel", args=[run.id]) if not shared and run.is_active else ""
     return {
         "run": run,
         "error_message": shown_error_message(run),
         "shared_view": shared,
         "share": share,
+        "cancel_url": cancel_url,
         "download_url": download_url,
         "report_html_url": report_html_url,
         "live": {
@@ -76,15 +79,19 @@ def run_page_context(run: Run, request, share_token: str | None = None) -> dict[
 
 
 def run_status(run: Run) -> dict[str, Any]:
-    """The small JSON the run page polls while the run is going."""
+    """The run's status for the page and the JSON API: state, place in
+    the queue (``queue_position``, 1 = next; None unless queued), elapsed
+    time, last event, what it is doing, its error."""
     last = run.events.order_by("-seq").first()
+    position = queue.queue_position(run)
     return {
         "id": str(run.id),
         "state": run.state,
         "active": run.is_active,
+        "queue_position": position,
         "elapsed_s": round(run.elapsed_s, 1),
         "last_seq": last.seq if last else 0,
-        "activity": describe_event(last.data) if last else _idle_activity(run),
+        "activity": describe_event(last.data) if last else _idle_activity(run, position),
         "error_message": shown_error_message(run),
         "error_line": run.error_line,
     }
@@ -104,8 +111,10 @@ def shown_report(run: Run) -> dict | None:
     return server_paths.scrub(run.report, run.pk) if run.report is not None else None
 
 
-def _idle_activity(run: Run) -> str:
-    return "waiting for a worker" if run.state == Run.State.QUEUED else "starting"
+def _idle_activity(run: Run, position: int | None = None) -> str:
+    if run.state == Run.State.QUEUED:
+        return f"waiting for a worker: {queue.describe_position(position)}" if position else "waiting for a worker"
+    return "starting"
 
 
 def event_json(event: RunEvent) -> dict[str, Any]:
@@ -134,6 +143,8 @@ def describe_event(data: dict) -> str:
     if kind == "run_finished":
         return "finished"
     if kind == "run_failed":
+        if data.get("error_type") == "RunCancelled":
+            return "cancelled"
         return f"failed: {data.get('message', '')}"
     return str(kind)
 

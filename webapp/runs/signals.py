@@ -1,8 +1,10 @@
 """Celery worker signals: a restarted run worker fails the runs it left
-running; an agents worker loads the agents before its first call."""
+running; a prefork pool process may start lego_core's child; an agents
+worker loads the agents before its first call."""
 import logging
+import multiprocessing
 
-from celery.signals import worker_ready
+from celery.signals import worker_process_init, worker_ready
 
 log = logging.getLogger(__name__)
 
@@ -16,6 +18,29 @@ def fail_runs_left_running(sender=None, **kwargs) -> None:
     hostname = getattr(sender, "hostname", "")
     if hostname and consumes(sender, settings.CELERY_TASK_DEFAULT_QUEUE) and (count := fail_abandoned_runs(hostname)):
         log.warning("marked %d run(s) left running by %s as failed", count, hostname)
+
+
+@worker_process_init.connect
+def mark_pool_process(**kwargs) -> None:
+    """In a prefork pool process (where a run's task runs): let it start
+    lego_core's child and let the heartbeat end it on a cancel.
+
+    Pool processes are marked daemonic, and multiprocessing refuses to
+    start a child from a daemonic process ("daemonic processes are not
+    allowed to have children"); the mark only exists so that such children
+    are not left behind, and lego_core's child is killed by the kernel when
+    its parent dies (PR_SET_PDEATHSIG), so it is cleared here.  Billiard
+    also leaves its own ``AuthenticationString`` as the process's authkey,
+    which the ``spawn`` start method cannot pickle ("Pickling an
+    AuthenticationString object is disallowed"; billiard's current process
+    object sets it back in its own type): it is stored as multiprocessing's
+    own."""
+    from webapp.runs import heartbeat
+
+    heartbeat.IN_POOL_PROCESS = True
+    process = multiprocessing.current_process()
+    process._config["daemon"] = False
+    process._config["authkey"] = multiprocessing.process.AuthenticationString(bytes(process.authkey))
 
 
 @worker_ready.connect

@@ -7,18 +7,48 @@ and timing happen in the run's own process and must never overlap.
 call of a run's search (``fanout.py``); agents mostly wait (on a language
 model, on the network), so its workers use a thread pool with higher
 concurrency (``--pool threads --concurrency N``) and need no GPU.
+``runs.reap`` (Celery beat, every ``LEGO_REAP_EVERY_S``) goes to the agents
+queue too, whose worker is never busy with a run: it fails the runs whose
+worker stopped answering.
+
+``runs.optimize`` is acknowledged late and rejected (requeued) when its pool
+process dies, so its next delivery can fail the run with the reason
+(``execution.claim``); its soft time limit raises in the task (the run fails
+with a message), its hard limit kills the pool process.  Its task id is the
+run's id, so a cancel can revoke it (``lifecycle.cancel_run``).
 """
 from celery import shared_task
+from django.conf import settings
 
-from webapp.runs import execution
+from webapp.runs import execution, heartbeat, lifecycle
 
 
-@shared_task(bind=True, name="runs.optimize", ignore_result=True)
+@shared_task(
+    bind=True,
+    name="runs.optimize",
+    ignore_result=True,
+    acks_late=True,
+    reject_on_worker_lost=True,
+    soft_time_limit=settings.LEGO_RUN_SOFT_LIMIT_S,
+    time_limit=settings.LEGO_RUN_HARD_LIMIT_S,
+)
 def optimize_run(self, run_id: str) -> None:
-    """Optimize one uploaded model; a no-op when the run is not queued."""
+    """Optimize one uploaded model; a no-op when the run is not queued (and
+    the end of a run whose earlier delivery died with its process)."""
     run = execution.claim(run_id, worker=self.request.hostname or "")
     if run is not None:
-        execution.execute(run)
+        execution.execute(run, on_stop=heartbeat.stop_pool_process)
+
+
+def queue_run(run_id) -> None:
+    """Send ``runs.optimize`` for a saved run, with the run's id as the task id."""
+    optimize_run.apply_async((str(run_id),), task_id=str(run_id))
+
+
+@shared_task(name="runs.reap", ignore_result=True)
+def reap() -> int:
+    """Fail the running runs whose heartbeat stopped; returns how many."""
+    return len(lifecycle.reap_stuck_runs())
 
 
 @shared_task(bind=True, name="runs.propose", ignore_result=False, track_started=True)

@@ -8,6 +8,7 @@ urlpatterns = [
     path("", views.run_list, name="list"),
     path("runs/new/", views.run_new, name="new"),
     path("runs/<uuid:run_id>/", views.run_detail, name="detail"),
+    path("runs/<uuid:run_id>/cancel/", views.run_cancel, name="cancel"),
     path("runs/<uuid:run_id>/download.zip", views.run_download, name="download"),
     path("runs/<uuid:run_id>/report.html", views.run_report_html, name="report-html"),
     path("runs/<uuid:run_id>/share/", sharing.share_create, name="share-create"),

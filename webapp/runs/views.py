@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from urllib.parse import urlencode
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.db.models import Count
 from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_GET, require_POST
 
-from webapp.runs import downloads, presenters
+from webapp.runs import downloads, lifecycle, presenters, queue
 from webapp.runs.forms import RunForm
 from webapp.runs.models import Run
 
@@ -25,7 +26,8 @@ def own_run(request, run_id) -> Run:
 @login_required
 def run_list(request):
     """The user's runs, newest first, 50 to a page (``?page=``); ``?state=``
-    (queued, running, finished, failed) keeps one state.  An unknown state
+    (queued, running, finished, failed, cancelled) keeps one state; a
+    queued run shows its place in the queue.  An unknown state
     shows every run and says so.  Reports are not loaded: the speedup and
     its kind are read from the database's JSON (works on SQLite and
     PostgreSQL)."""
@@ -39,6 +41,9 @@ def run_list(request):
     if wanted and not unknown:
         runs = runs.filter(state=wanted)
     page = Paginator(runs, RUNS_PER_PAGE).get_page(request.GET.get("page"))
+    positions = queue.queue_positions() if counts[Run.State.QUEUED] else {}
+    for run in page.object_list:
+        run.queue_place = queue.describe_position(positions.get(run.pk))
     context = {
         "runs": page.object_list,
         "page": page,
@@ -54,10 +59,16 @@ def run_list(request):
 
 @login_required
 def run_new(request):
+    """The upload form; a valid upload starts a run, unless the user has
+    ``LEGO_MAX_RUNS_IN_FLIGHT`` runs going (then the form says so)."""
     form = RunForm(request.POST or None, request.FILES or None)
     if request.method == "POST" and form.is_valid():
-        run = form.submit(request.user)
-        return redirect("runs:detail", run_id=run.id)
+        try:
+            run = form.submit(request.user)
+        except queue.RunLimitReached as exc:
+            form.add_error(None, str(exc))
+        else:
+            return redirect("runs:detail", run_id=run.id)
     return render(request, "runs/new.html", {"form": form})
 
 
@@ -65,6 +76,19 @@ def run_new(request):
 def run_detail(request, run_id):
     run = own_run(request, run_id)
     return render(request, "runs/detail.html", presenters.run_page_context(run, request))
+
+
+@login_required
+@require_POST
+def run_cancel(request, run_id):
+    """Cancel the owner's queued or running run, then show its page."""
+    run = own_run(request, run_id)
+    if lifecycle.cancel_run(run):
+        messages.info(request, "The run was cancelled.")
+    else:
+        run.refresh_from_db()
+        messages.info(request, f"The run had already ended ({run.state}); nothing to cancel.")
+    return redirect("runs:detail", run_id=run.id)
 
 
 @login_required

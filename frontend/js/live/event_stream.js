@@ -1,6 +1,6 @@
 // LEGO.EventStream: a run's events over its websocket (webapp/runs/consumers.py).
 //
-//   const stream = new LEGO.EventStream(live, onEvents, onState, {statusEl, onEnd, onStop, staleMs});
+//   const stream = new LEGO.EventStream(live, onEvents, onState, {statusEl, onEnd, onStop, onQueuePosition, staleMs});
 //   stream.start();
 //
 // `live` is the page's #run-live JSON ({run_id, ws_path, share_token, state,
@@ -44,6 +44,7 @@
       this.onState = onState || (() => {});
       this.onEnd = options.onEnd || (() => {});
       this.onStop = options.onStop || (() => {});
+      this.onQueuePosition = options.onQueuePosition || (() => {});
       this.staleMs = options.staleMs || STALE_MS;
       this.window = options.window || window;
       this.statusEl = options.statusEl || null;
@@ -222,6 +223,7 @@
         if (message.state) this.setState(message.state);
       } else if (message.type === "state") {
         if (message.state) this.setState(message.state);
+        if ("queue_position" in message) this.onQueuePosition(message.queue_position);
         if (typeof message.last_seq === "number" && message.last_seq > this.lastSeq) this.gap(message.last_seq);
       } else if (message.type === "end") {
         if (typeof message.last_seq === "number" && message.last_seq > this.lastSeq) {
@@ -232,7 +234,7 @@
         this.ended = true;
         this.unlisten();
         this.setState(message.state);
-        this.showStatus(message.state === "failed" ? "run failed" : "run finished", "ended");
+        this.showStatus(`run ${message.state === "failed" || message.state === "cancelled" ? message.state : "finished"}`, "ended");
         this.onEnd(message.state);
       }
     }

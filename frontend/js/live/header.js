@@ -16,7 +16,7 @@
   const LEGO = (window.LEGO = window.LEGO || {});
 
   const ACTIVE = new Set(["queued", "running"]);
-  const RANK = { queued: 1, running: 2, finished: 3, failed: 3 };
+  const RANK = { queued: 1, running: 2, finished: 3, failed: 3, cancelled: 3 };
 
   function formatDuration(seconds) {
     const s = Math.max(0, Math.floor(seconds || 0));
@@ -70,11 +70,23 @@
       el.dataset.seconds = seconds.toFixed(1);
     }
 
+    // The run's place in the queue from the stream's `state` message
+    // (#run-queue-position; hidden once the run left the queue).
+    setQueuePosition(position) {
+      const el = this.el("run-queue-position");
+      if (!el) return;
+      const place = typeof position === "number" && position > 0 ? position : null;
+      el.hidden = !place || this.state !== "queued";
+      el.dataset.position = place ? String(place) : "";
+      el.textContent = place ? Header.describePosition(place) : "";
+    }
+
     // The run's state from the stream (or the model); ends the ticking once
     // the run is no longer active.
     setState(state) {
       if (!state) return;
       this.state = state;
+      if (state !== "queued") this.setQueuePosition(null);
       const el = this.el("run-state");
       if (el) {
         el.textContent = state;
@@ -131,7 +143,7 @@
         if (el && el.textContent !== text) el.textContent = text;
       };
       const ended = !ACTIVE.has(this.state) && RANK[this.state];
-      const final = this.state === "failed" ? "failed" : "done";
+      const final = this.state === "failed" || this.state === "cancelled" ? this.state : "done";
       const modelEnded = !!(this.model && (this.model.finished || this.model.failure));
       if (this.replaying && !modelEnded) {
         // replaying an ended run: keep the server's final numbers meanwhile
@@ -145,7 +157,7 @@
       if (h.stage && h.total) stage += ` ${h.done || 0}/${h.total}`;
       if (ended) stage = final;
       if (this.model && this.model.finished) stage = "done";
-      if (this.model && this.model.failure) stage = "failed";
+      if (this.model && this.model.failure) stage = this.model.header.state === "cancelled" ? "cancelled" : "failed";
       set("run-stage", stage);
       const speedupEl = this.el("run-speedup-live");
       if (speedupEl) {
@@ -165,6 +177,16 @@
       this.renderElapsed();
     }
   }
+
+  // "next in the queue", "3rd in the queue (2 runs ahead)": the server's
+  // queue.describe_position.
+  Header.describePosition = function (place) {
+    if (place === 1) return "next in the queue";
+    const tens = place % 100;
+    const suffix = tens >= 10 && tens <= 20 ? "th" : { 1: "st", 2: "nd", 3: "rd" }[place % 10] || "th";
+    const ahead = place - 1;
+    return `${place}${suffix} in the queue (${ahead} run${ahead === 1 ? "" : "s"} ahead)`;
+  };
 
   // Three significant digits, like the server's |sig filter.
   Header.sig = function (x) {

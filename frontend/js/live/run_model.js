@@ -600,7 +600,8 @@
     },
 
     run_failed: function (d, ts) {
-      this.header.state = "failed";
+      // a cancel is stored as run_failed with error_type "RunCancelled"
+      this.header.state = d.error_type === "RunCancelled" ? "cancelled" : "failed";
       this.header.endedTs = ts;
       this.failure = d;
       this._end();

@@ -150,7 +150,7 @@
     // card says it all, an empty tree and empty charts would only add noise.
     hideEmptyViews(state) {
       const views = document.getElementById("live-views");
-      if (views && state === "failed" && this.model.nodes.size === 0) views.hidden = true;
+      if (views && (state === "failed" || state === "cancelled") && this.model.nodes.size === 0) views.hidden = true;
     }
 
     // The stream stopped for good without `end`: say so where it is seen.
@@ -187,6 +187,7 @@
         {
           statusEl: statusEl,
           onStop: (code, message) => this.stopFollowing(message),
+          onQueuePosition: (position) => this.header.setQueuePosition(position),
           onEnd: (state) => {
             this.header.caughtUp();
             this.renderNow();

@@ -27,6 +27,12 @@ Environment variables:
 - ``LEGO_MAX_REQUEST_BYTES``: the largest request body accepted (default
   the model file's 1 MB limit plus 1 MiB); larger ones get 413 before
   they are read.
+- ``LEGO_HEARTBEAT_S`` (5), ``LEGO_HEARTBEAT_TIMEOUT_S`` (45),
+  ``LEGO_REAP_EVERY_S`` (15): how often a running run's task writes its
+  heartbeat, how old a heartbeat may get before the reaper (a Celery beat
+  task) fails the run, and how often the reaper looks.
+- ``LEGO_MAX_RUNS_IN_FLIGHT``: runs one user may have queued or running at
+  once (default 2); a further upload is refused with a message.
 - ``DJANGO_DEBUG``, ``DJANGO_ALLOWED_HOSTS``, ``DJANGO_STATIC_ROOT``.
 """
 from __future__ import annotations
@@ -186,12 +192,22 @@ else:
 CELERY_RESULT_EXPIRES = 3600  # proposals are read within seconds and then deleted
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
-# A run's task starts lego_core's child process; prefork pool processes are
-# daemonic and may not have children, so the task runs in the worker's own
-# process ("solo"), one run at a time, which keeps GPU timings apart too.
-CELERY_WORKER_POOL = "solo"
+# The run worker uses Celery's prefork pool with one process
+# (``CELERY_WORKER_CONCURRENCY = 1``: one run at a time, so timings never
+# overlap).  The run's task runs in that pool process, which lego_core's
+# child process is spawned from; the worker's main process only supervises
+# it: when the pool process dies (killed, or taken down by an upload) the
+# worker starts a new one and keeps taking runs, Celery's time limits are
+# enforced, and a run can be revoked with ``terminate`` (cancel).
+CELERY_WORKER_POOL = "prefork"
 CELERY_WORKER_CONCURRENCY = 1
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# a run's message is acknowledged when its task ends, not when it starts;
+# when the pool process running it dies, the message goes back to the queue
+# (reject_on_worker_lost) and its next delivery fails the run at once with
+# the reason (``execution.claim``), instead of the message being lost
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 
@@ -233,6 +249,38 @@ LEGO_AGENTS = int(env("LEGO_AGENTS", "4"))
 LEGO_AGENT_TIMEOUT_S = float(env("LEGO_AGENT_TIMEOUT_S", "300"))
 # the persistent kernel cache every run worker of this machine reads and writes
 LEGO_CACHE_DIR = env("LEGO_CACHE_DIR", str(VAR_DIR / "kernel-cache"))
+
+# --- no run stuck: heartbeats, the reaper, time limits, fair share ---------------
+# A running run's task writes Run.heartbeat_at every LEGO_HEARTBEAT_S and, at
+# the same time, notices a cancel; Celery beat sends ``runs.reap`` every
+# LEGO_REAP_EVERY_S, which fails the running runs whose heartbeat is older
+# than LEGO_HEARTBEAT_TIMEOUT_S (their worker died or stopped answering).
+LEGO_HEARTBEAT_S = float(env("LEGO_HEARTBEAT_S", "5"))
+LEGO_HEARTBEAT_TIMEOUT_S = float(env("LEGO_HEARTBEAT_TIMEOUT_S", "45"))
+LEGO_REAP_EVERY_S = float(env("LEGO_REAP_EVERY_S", "15"))
+# runs one user may have queued or running at once; more are refused with a
+# message (so one user's runs cannot fill the queue before another's)
+LEGO_MAX_RUNS_IN_FLIGHT = int(env("LEGO_MAX_RUNS_IN_FLIGHT", "2"))
+# Celery's limits on the run task, past lego_core's own (the run's timeout
+# plus the file's load limit): the soft one raises in the task (the run
+# fails with a message), the hard one kills the pool process (the run is
+# failed on the message's next delivery, or by the reaper)
+LEGO_RUN_SOFT_LIMIT_S = LEGO_RUN_TIMEOUT_S + 360
+LEGO_RUN_HARD_LIMIT_S = LEGO_RUN_SOFT_LIMIT_S + 60
+if REDIS_URL:
+    # with acks_late, Redis hands an unacknowledged message to another
+    # worker after the visibility timeout: keep it above the longest run
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": int(LEGO_RUN_HARD_LIMIT_S + 600)}
+# the reaper runs on the agents worker: it never waits behind a run
+CELERY_TASK_ROUTES["runs.reap"] = {"queue": LEGO_AGENT_QUEUE}
+CELERY_BEAT_SCHEDULE = {
+    "reap-stuck-runs": {
+        "task": "runs.reap",
+        "schedule": LEGO_REAP_EVERY_S,
+        "options": {"expires": LEGO_REAP_EVERY_S},  # a late one is dropped, not piled up
+    }
+}
+CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 
 LOGGING = {
     "version": 1,

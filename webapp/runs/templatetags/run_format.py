@@ -21,3 +21,12 @@ def duration(seconds) -> str:
     seconds = int(float(seconds or 0))
     minutes, secs = divmod(seconds, 60)
     return f"{minutes} min {secs} s" if minutes else f"{secs} s"
+
+
+@register.filter
+def queue_place(position) -> str:
+    """A queued run's place: ``1`` -> ``next in the queue``, ``3`` -> ``3rd in
+    the queue (2 runs ahead)``; ``""`` for None."""
+    from webapp.runs.queue import describe_position
+
+    return describe_position(position)
