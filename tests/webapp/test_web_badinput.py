@@ -576,6 +576,8 @@ def test_no_server_paths_in_events_reports_or_pages(user_client, make_run, sampl
     from webapp.runs import execution, report_html
 
     run = finished_run(make_run, sample_report)
+    Run.objects.filter(pk=run.pk).update(state=Run.State.RUNNING)  # finish() ends only a running run
+    run.refresh_from_db()
     out, upload = run.output_path, Path(run.upload.path)
     recorder = execution.EventRecorder(run)
     recorder(RunFailed(error_type="ProblemError", message=f'File "{upload}", line 3: in {settings.BASE_DIR}/lego_core/problem.py',
