@@ -223,3 +223,21 @@ def test_the_propose_task_rebuilds_the_sub_problem_and_asks_the_agent(shared_mod
     assert answer["transcript"][0][1].startswith("agents worker") and [tuple(m) for m in answer["transcript"][1:]] == local.transcript
     with pytest.raises(ValueError, match="sub-problem payload"):
         propose("template", {"id": "sp1"}, [])
+
+
+def test_each_owner_runs_on_a_kernel_cache_of_their_own(make_run, fake_optimize, sample_report, other_user, settings, tmp_path):
+    """A jailed run chooses the cache entries its child forwards, so one
+    user's upload must not place a kernel, or a "no kernel" answer, in
+    another user's runs and downloads: each owner gets their own folder
+    under LEGO_CACHE_DIR."""
+    settings.LEGO_CACHE_DIR = str(tmp_path / "kernel-cache")
+    calls = fake_optimize(lambda spec, out_dir, sink: sample_report)
+    mine, theirs, mine_again = make_run(), make_run(owner=other_user), make_run()
+    for run in (mine, theirs, mine_again):
+        Run.objects.filter(pk=run.pk).update(state=Run.State.RUNNING)
+        run.refresh_from_db()
+        execution.execute(run)
+    folders = [call[2].cache_dir for call in calls]
+    assert folders[0] == folders[2] != folders[1]
+    for folder in folders:
+        assert os.path.dirname(folder) == settings.LEGO_CACHE_DIR

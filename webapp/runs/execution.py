@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+from pathlib import Path
 from typing import Any, Callable
 
 from celery.exceptions import SoftTimeLimitExceeded
@@ -117,14 +118,22 @@ def claim(run_id: str, worker: str) -> Run | None:
     return run
 
 
-def run_config() -> OptimizeConfig:
+def run_config(owner_id: int | None = None) -> OptimizeConfig:
     """The optimizer's knobs for a web run: its time limit, how many agents
-    work at once and, with fan-out on, that they run on the agents queue."""
+    work at once and, with fan-out on, that they run on the agents queue.
+
+    The kernel cache is the owner's own (``LEGO_CACHE_DIR/user-<id>``):
+    an entry comes from a run of uploaded code, which chooses what its
+    jailed child forwards, so one user's upload must not be able to place a
+    kernel (or a "no kernel" answer) in another user's runs and downloads
+    (an attacker's review of 2026-12-01 planted a kernel file that ran
+    code on import through the shared cache)."""
+    cache_dir = Path(settings.LEGO_CACHE_DIR)
     return OptimizeConfig(
         timeout_s=settings.LEGO_RUN_TIMEOUT_S,
         agents=settings.LEGO_AGENTS,
         agent_pool=FANOUT_POOL if settings.LEGO_AGENT_FANOUT else None,
-        cache_dir=settings.LEGO_CACHE_DIR,
+        cache_dir=str(cache_dir / f"user-{owner_id}" if owner_id is not None else cache_dir / "shared"),
     )
 
 
@@ -154,7 +163,7 @@ def execute(run: Run, on_stop: Callable[[], None] | None = None) -> None:
     try:
         with heartbeat.Heartbeat(run.pk, settings.LEGO_HEARTBEAT_S, on_stop):
             spec = ProblemSpec(run.upload.path, run.overrides, run.dtype, run.device)
-            config = run_config()
+            config = run_config(run.owner_id)
             with AgentRelay() if config.agent_pool else contextlib.nullcontext() as relay:
                 sink = stop_when_agents_missing(recorder, relay)
                 report = optimize(spec, run.output_path, config=config, sink=sink)
