@@ -2,7 +2,9 @@
 
 Usage: ``python manage.py ensure_dev_user [--url http://127.0.0.1:8000/]``.
 The user is ``dev`` with password ``LEGO_DEV_PASSWORD`` (default ``lego-dev``).
-Refuses to run with DEBUG off unless ``--force``: it is for ``make run``.
+Refuses to run under any settings but the development ones
+(``webapp.config.settings.local``, what ``make run`` uses, DEBUG on or off)
+unless ``--force``: a known password must not reach a production database.
 """
 import os
 
@@ -11,17 +13,21 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 
+DEVELOPMENT_SETTINGS = "webapp.config.settings.local"
+
+
 class Command(BaseCommand):
     help = "Create the development user (dev) if missing and print how to log in."
 
     def add_arguments(self, parser):
         parser.add_argument("--url", default="http://127.0.0.1:8000/", help="the URL to print")
         parser.add_argument("--username", default="dev")
-        parser.add_argument("--force", action="store_true", help="run even with DEBUG off")
+        parser.add_argument("--force", action="store_true", help="run under settings other than the development ones")
 
     def handle(self, *args, url, username, force, **options):
-        if not settings.DEBUG and not force:
-            raise CommandError("ensure_dev_user is for development (DEBUG on); pass --force to override.")
+        if settings.SETTINGS_MODULE != DEVELOPMENT_SETTINGS and not force:
+            raise CommandError(f"ensure_dev_user is for development (settings {DEVELOPMENT_SETTINGS}, which `make run` uses), "
+                               f"not {settings.SETTINGS_MODULE}; pass --force to override.")
         password = os.environ.get("LEGO_DEV_PASSWORD") or "lego-dev"
         User = get_user_model()
         user, created = User.objects.get_or_create(username=username, defaults={"is_staff": True, "is_superuser": True})
