@@ -31,6 +31,7 @@ os.environ.setdefault("TRITON_INTERPRET", "1")  # before triton is imported anyw
 import pytest
 
 from lego_core import optimize
+from lego_core.cache import source_hash
 from lego_core.config import OptimizeConfig
 from lego_core.spec import ProblemSpec
 
@@ -180,6 +181,12 @@ def test_a_stale_cached_kernel_is_replaced_not_trusted(work):
     source = data["entry"]["source"]
     # the kernel file computes something else now: every output off by one
     data["entry"]["source"] = source.replace("def launch(", "def _launch(") + "\n\ndef launch(*args, out=None):\n    outs = _launch(*args, out=out)\n    for o in outs:\n        o.add_(1.0)\n    return outs\n"
+    # edited behind the writer's back, the entry no longer matches its recorded hash: ignored, a plain miss
+    entries[0].write_text(json.dumps(data))
+    edited = optimize_tiny("scores_chain.py", work / "stale-edited", cache=True, cache_dir=str(cache_dir))
+    assert edited.metrics["cache_hits"] == 0 and edited.metrics["cache_stale"] == 0 and edited.metrics["agent_calls"] == 1
+    # with a matching hash (a kernel that no longer passes, e.g. after the verifier changed) it is verified again and replaced
+    data["source_sha256"] = source_hash(data["entry"]["source"])
     entries[0].write_text(json.dumps(data))
     second = optimize_tiny("scores_chain.py", work / "stale-2", cache=True, cache_dir=str(cache_dir))
     assert second.metrics["cache_stale"] == 1 and second.metrics["cache_hits"] == 0
