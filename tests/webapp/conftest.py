@@ -133,6 +133,25 @@ def make_run(user):
     return make
 
 
+@pytest.fixture
+def api(user):
+    """An APIClient that sends alice's API token (test_web_api.py's own also enforces CSRF)."""
+    from rest_framework.authtoken.models import Token
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
+    return client
+
+
+@pytest.fixture
+def queued(monkeypatch):
+    """Run ids sent to the run queue (``tasks.queue_run``), instead of sending them."""
+    sent = []
+    monkeypatch.setattr("webapp.runs.tasks.queue_run", lambda run_id: sent.append(run_id))
+    return sent
+
+
 # --- processes and downloads, for the tests with a real worker ----------------
 
 REPO = Path(__file__).resolve().parents[2]

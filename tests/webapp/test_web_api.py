@@ -33,13 +33,6 @@ def api(token):
     return client
 
 
-@pytest.fixture
-def queued(monkeypatch):
-    """Run ids the API sent to the run queue (instead of sending them)."""
-    sent = []
-    monkeypatch.setattr("webapp.runs.tasks.queue_run", lambda run_id: sent.append(run_id))
-    return sent
-
 
 def post_run(client, content=None, name="scores.py", **fields):
     data = dict(fields)

@@ -380,20 +380,6 @@ BAD_OVERRIDES = [
 ]
 
 
-@pytest.fixture
-def api(user):
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
-    return client
-
-
-@pytest.fixture
-def queued(monkeypatch):
-    sent = []
-    monkeypatch.setattr("webapp.runs.tasks.optimize_run.delay", lambda run_id: sent.append(run_id))
-    return sent
-
-
 @pytest.mark.parametrize("overrides, message", BAD_OVERRIDES)
 def test_bad_overrides_on_the_page_show_the_form_error_and_store_nothing(user_client, good_model, media_root, queued, overrides, message):
     """The attack: nan, inf or 1e400 gave a 500 IntegrityError page and left an orphan upload folder."""

@@ -8,7 +8,6 @@ import time
 import pytest
 from django.urls import reverse
 from django.utils import timezone
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from lego_core.events import RunFinished, StageStarted
@@ -29,13 +28,6 @@ def revokes(monkeypatch):
     calls = []
     monkeypatch.setattr(lifecycle, "revoke_task", lambda run_id, terminate: calls.append((str(run_id), terminate)))
     return calls
-
-
-@pytest.fixture
-def api(user):
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
-    return client
 
 
 @pytest.fixture
