@@ -423,6 +423,9 @@ def _compare_float_part(where: str, a: Tensor, e: Tensor, tol: Tolerance, fills:
     return Comparison(True, max_abs, norm_rel)
 
 
+_REFERENCE_NONFINITE = "elements where the reference is NaN/inf and the candidate differs"
+
+
 def _nonfinite_mismatch(where: str, a: Tensor, e: Tensor, a_fin: Tensor, e_fin: Tensor, offset: int = 0, a_full: Tensor | None = None, e_full: Tensor | None = None) -> str:
     """A reason when NaN/inf in ``a`` do not sit exactly where ``e`` has them.
 
@@ -446,7 +449,7 @@ def _nonfinite_mismatch(where: str, a: Tensor, e: Tensor, a_fin: Tensor, e_fin: 
     if int(differs.sum()):
         first = first_index(differs)
         return (
-            f"{where}: {int(differs.sum())} elements where the reference is NaN/inf and the candidate differs, "
+            f"{where}: {int(differs.sum())} {_REFERENCE_NONFINITE}, "
             f"first at index {first}: {_fmt(a_full[first])} vs {_fmt(e_full[first])}"
         )
     return ""
@@ -889,11 +892,14 @@ def _check_one_call(run: Candidate, inputs: Sequence[Tensor], expected: list[Ten
     if inf_for_nan:
         expected = [_inf_for_nan(a, e) for a, e in zip(returned, expected)]
     result = compare(returned, expected, dtype)
-    if not result.passed and precise and _values_only(result):
+    if not result.passed and precise and (_values_only(result) or _reference_overflowed(result)):
         # eager's own 16-bit rounding can be what differs (a cumsum of values
         # scaled by exp(+7) and back: 9% on one element of a bf16 scan that
-        # kept fp32 inside): the output passes when it is within the same
-        # tolerance of the float64 result rounded once to its dtype
+        # kept fp32 inside), or eager's intermediate overflowed where the
+        # result is finite (the same scan at T=1024 on the H200: inf where
+        # the float64 result is 0.0011): the output passes when it is within
+        # the same tolerance of the float64 result rounded once to its dtype,
+        # NaN/inf then required exactly where that result has them
         exact = _correctly_rounded(returned, expected, precise, inf_for_nan)
         if exact is not None and compare(returned, exact, dtype).passed:
             result = dataclasses.replace(result, passed=True, reason="")
@@ -909,6 +915,13 @@ def _check_one_call(run: Candidate, inputs: Sequence[Tensor], expected: list[Ten
 def _values_only(result: Comparison) -> bool:
     """Whether a failed comparison failed on values (not on shapes, dtypes or NaN/inf placement)."""
     return "outside tolerance" in result.reason or "norm-relative" in result.reason
+
+
+def _reference_overflowed(result: Comparison) -> bool:
+    """Whether a failed comparison failed only because the reference holds
+    NaN/inf where the candidate holds something else (not a NaN or inf of the
+    candidate's own where the reference is finite)."""
+    return _REFERENCE_NONFINITE in result.reason
 
 
 def _correctly_rounded(returned, expected: list[Tensor], precise: list, inf_for_nan: bool) -> list[Tensor] | None:

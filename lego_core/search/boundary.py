@@ -127,6 +127,33 @@ class BoundaryStore:
                 found[key[1]] = self._cache[key]
             return found
 
+    def check_bytes(self, sub) -> int:
+        """Bytes a check of ``sub`` needs at its peak (an upper-ish estimate):
+        its boundary inputs, the check's working set (:func:`working_bytes`)
+        and what the store can never drop (the model's tensors and every
+        seed's inputs)."""
+        static = storage_bytes([*self.model.parameters(), *self.model.buffers(), *(x for xs in self.inputs for x in xs if isinstance(x, torch.Tensor))])
+        return static + sum(_nbytes(n) for n in sub.inputs) + working_bytes(sub)
+
+    def over_limit(self, sub) -> str:
+        """Why ``sub`` cannot be checked within ``limit`` (a reason naming both
+        figures in MiB), or "" when it fits or there is no limit.  A long
+        sequence's softmax over a 16384 x 16384 score matrix per head needs
+        about eight score matrices (its input, the reference's outputs and
+        intermediate, poisoned and allocated candidate outputs, an edge
+        set's copy): 39 GB against an 18.6 GB bound in bf16."""
+        if self.limit is None:
+            return ""
+        need = self.check_bytes(sub)
+        if need <= self.limit:
+            return ""
+        return (
+            f"not attempted: checking this sub-problem needs about {need / 2**20:,.0f} MiB of device memory (its boundary inputs, "
+            f"the reference's outputs and largest intermediate, the candidate's outputs), more than the run's memory limit of "
+            f"{self.limit / 2**20:,.0f} MiB (issue 9's bound, max(2x eager's peak, eager's peak + 4 GiB), less a margin); "
+            "the library call stays here, and a larger region around it that needs less memory (a fused attention) can still win"
+        )
+
     def room(self) -> float:
         """Bytes still free under the limit (``inf`` with no limit)."""
         return float("inf") if self.limit is None else self.limit - self._allocated()

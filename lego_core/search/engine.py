@@ -388,6 +388,10 @@ class Search:
             # a cached kernel that fails here is not trusted: ask the agent and overwrite the entry
             stale = cached.candidates
             self.emit(TranscriptMessage(node_id=node.id, agent="cache", role="system", content=f"the cached kernel failed verification on this run's inputs ({cached.feedback[-1] if cached.feedback else 'no reason'}); asking the agent again and replacing the cache entry"))
+        too_large = self._over_memory_limit(node.sub)
+        if too_large:
+            self.emit(TranscriptMessage(node_id=node.id, agent="scheduler", role="system", content=too_large))
+            return Outcome([])
         feedback = list(node.feedback)
         try:
             proposal = self.pool.submit(node.sub, feedback).result()
@@ -560,6 +564,13 @@ class Search:
         self.emit(TranscriptMessage(node_id=node.id, agent="tuner", role="system", content=result.summary()))
         cand.source = result.source
         return original if cand.source != original else None
+
+    def _over_memory_limit(self, sub) -> str:
+        """Why no candidate for ``sub`` is asked for: its check would not fit
+        under the memory bound (``BoundaryStore.over_limit``); "" otherwise
+        (and when the activations are a plain list, as in tests)."""
+        over_limit = getattr(self.activations, "over_limit", None)
+        return over_limit(sub) if over_limit is not None else ""
 
     def _precise_limit(self) -> int | None:
         """Bytes a float64 reference run may take (``verify``'s

@@ -280,3 +280,49 @@ def test_a_bf16_output_nearer_the_exact_result_than_eager_is_accepted():
 
     wrong = verify(off_by_five_percent, _decayed_scan, sets, "bf16", [1, 2, 3], trace=False)
     assert not wrong.passed and "outside tolerance" in wrong.reason
+
+
+def _growing_scan(xs):
+    """The same scan with a decay rate of 0.1 per step over 1,024 steps: in
+    bf16 (as in fp32) ``exp(0.1 * t)`` overflows past t = 887, so eager's
+    result is NaN there (inf times an underflowed 0) while the float64 result
+    is finite, as gated_conv_mixer's scan was at file size on the H200 (the
+    fused kernel's 0.0011 against eager's inf)."""
+    x, = xs
+    steps = torch.arange(x.shape[1], dtype=x.dtype)[:, None]
+    rate = torch.full((x.shape[2],), 0.1, dtype=x.dtype)
+    return [torch.cumsum(x * torch.exp(rate * steps), dim=1) * torch.exp(-rate * steps) / x.shape[1]]
+
+
+def test_a_bf16_output_finite_where_eager_overflowed_is_judged_against_float64():
+    """Where eager's 16-bit intermediate overflows but the float64 result is
+    finite, a candidate that keeps the value finite is judged against the
+    float64 result rounded once to bf16: the exact answer passes, and one
+    that writes zeros (or anything else) where eager has NaN still fails."""
+    torch.manual_seed(0)
+    sets = [[torch.randn(1, 1024, 8).bfloat16()] for _ in range(3)]
+    eager = _growing_scan(sets[0])[0]
+    assert not bool(torch.isfinite(eager).all()), "the case must be one where eager's own bf16 result overflows"
+    assert bool(torch.isfinite(_growing_scan([sets[0][0].double()])[0]).all())
+
+    def exact(xs, out):
+        y = _growing_scan([xs[0].double()])[0].bfloat16()
+        return [y] if out is None else [out[0].copy_(y)]
+
+    accepted = verify(exact, _growing_scan, sets, "bf16", [1, 2, 3], trace=False)
+    assert accepted.passed, accepted.reason
+
+    def zeros_where_eager_overflowed(xs, out):
+        y = _growing_scan([xs[0].double()])[0].bfloat16()
+        y = torch.where(torch.isfinite(_growing_scan(xs)[0]), y, torch.zeros_like(y))
+        return [y] if out is None else [out[0].copy_(y)]
+
+    rejected = verify(zeros_where_eager_overflowed, _growing_scan, sets, "bf16", [1, 2, 3], trace=False)
+    assert not rejected.passed and "NaN/inf" in rejected.reason, rejected.reason
+
+    def nan_where_the_result_is_finite(xs, out):
+        y = _growing_scan([xs[0].double()])[0].bfloat16()
+        y[0, :10] = float("nan")
+        return [y] if out is None else [out[0].copy_(y)]
+
+    assert not verify(nan_where_the_result_is_finite, _growing_scan, sets, "bf16", [1, 2, 3], trace=False).passed

@@ -157,3 +157,36 @@ def test_each_stage_gets_its_own_peak_and_the_run_peak_covers_them():
     assert list(peaks) == ["load", "search", "compose"]
     assert peaks["search"] >= 4.0 and peaks["compose"] < 1.0 and 0.2 < peaks["load"] < 1.0
     assert report["search_peak_mb"] >= max(peaks.values())
+
+
+def test_a_sub_problem_whose_check_cannot_fit_under_the_bound_is_not_attempted():
+    """On the H200 the bf16 16384-token layer peaked at 23,957 MB against its
+    18,647 MB bound while the softmax over its score matrix was checked: the
+    input, the reference's outputs and the candidate's outputs are each a
+    score matrix.  ``BoundaryStore.over_limit`` says so before any agent is
+    asked (``Search._solve_node``), while the fused attention region, whose
+    boundary holds only Q, K, V and the output, still fits."""
+    problem = load_problem(ProblemSpec(MODEL, {}))
+    meter = MemoryMeter("cpu", headroom=0)
+    meter.add_base([*problem.model.parameters()])
+
+    def forward():
+        with torch.no_grad():
+            problem.model(*problem.make_inputs(0))
+
+    meter.measure_eager(forward)
+    graph = capture_graph(problem)
+    tree = build_tree(graph)
+    needed = {n.name for node in tree.or_nodes() for n in node.sub.inputs}
+    store = BoundaryStore(graph, problem.model, problem.make_inputs, SEEDS, needed, meter.bound, meter, meter.activation_bytes)
+    by_ops = {}
+    for node in tree.or_nodes():
+        by_ops.setdefault(tuple(str(n.target) for n in node.sub.nodes if n.op == "call_function"), node)
+    softmax = next(node for ops, node in by_ops.items() if ops == ("aten.mul.Tensor", "aten._softmax.default"))
+    attention = next(node for node in tree.or_nodes() if node.sub.group is not None and node.sub.group.kind == "attention")
+    reason = store.over_limit(softmax.sub)
+    assert reason.startswith("not attempted") and "MiB" in reason and store.check_bytes(softmax.sub) > meter.bound
+    assert store.over_limit(attention.sub) == ""
+    assert store.check_bytes(attention.sub) <= meter.bound
+    unlimited = BoundaryStore(graph, problem.model, problem.make_inputs, SEEDS, needed)
+    assert unlimited.over_limit(softmax.sub) == ""
