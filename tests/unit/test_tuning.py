@@ -252,3 +252,28 @@ def test_engine_hook_bakes_the_tuned_config_or_keeps_the_default(tmp_path, monke
     search._check(node, cand)
     assert cand.usable and tuning.tunable(cand.source)
     assert any("tuning failed (RuntimeError: out of resources); keeping the default" in getattr(e, "content", "") for e in events)
+
+
+def test_row_reduction_offers_warps_per_row_and_every_choice_verifies(tmp_path):
+    """A row reduction's kernel file offers 1 to 16 warps per row (at least one
+    element per thread), its template default first; tuning bakes the
+    fastest, and the file verifies under each configuration (the warps change
+    only how a row is reduced, never what)."""
+    from lego_core.tree import build_tree
+
+    source = gemm_tests.problem_source("return torch.softmax(x * 2.0 + 1.0, dim=-1).sum(dim=-1)", "torch.randn(6, 200)", "pass")
+    problem, graph = gemm_tests.capture(tmp_path, source)
+    node = next(n for n in build_tree(graph).or_nodes() if n.sub.group is not None and n.sub.group.kind == "row_reduction")
+    kernel = generate(node.sub)
+    assert tuning.tunable(kernel) and tuning.default_config(kernel) == {"num_warps": 2}
+    configs = [dict(c) for c in Loader(tmp_path)(kernel).TUNE_CONFIGS]
+    assert configs == [{"num_warps": w} for w in (1, 2, 4, 8)]  # a 256-wide block: up to 8 warps of 32 threads
+    sets = gemm_tests.input_sets(problem, graph, node.sub)
+    for cfg in configs:
+        _verifies(tmp_path, node.sub, tuning.with_config(kernel, cfg), sets)
+    loader = Loader(tmp_path)
+    prices = {_key(c): 1.0 for c in configs} | {_key({"num_warps": 1}): 0.5}
+    result = tuning.tune_source(kernel, [sets[0]], load=loader, timer=table_timer(loader, prices), device_name="test device")
+    assert result.winner == {"num_warps": 1}
+    (old, new), = _changed_lines(kernel, result.source)
+    assert new.startswith("CONFIG = {'num_warps': 1}  # tuned")

