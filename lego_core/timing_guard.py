@@ -109,6 +109,7 @@ def guard_timing(
     seed: int | None = None,
     library_ops: Sequence[str] | None = None,
     fresh: bool = True,
+    precise_limit_bytes: int | None = None,
 ) -> GuardedTiming:
     """The three defences (module docstring) around any way of running a candidate.
 
@@ -127,10 +128,15 @@ def guard_timing(
     (None: those of the sub-problem whose ``run_reference`` is ``reference``).
     ``fresh=False``: time on ``input_sets`` themselves (a set too large to
     copy within the memory bound; the calls after timing still run on the
-    timed tensors, so a memo is still caught).  Never raises for a bad candidate: a failure is a :class:`GuardedTiming`
+    timed tensors, so a memo is still caught).  The outputs of the calls
+    after timing are judged as the verifier judges them
+    (``verify.judge_values``): a 16-bit output that differs from eager only
+    by eager's own rounding or overflow passes against the float64 result,
+    computed when a call fails the plain comparison and its float64 run fits
+    in ``precise_limit_bytes`` (None: no limit).  Never raises for a bad candidate: a failure is a :class:`GuardedTiming`
     with a reason (an executor that died raises, as ``time_sets`` does).
     """
-    from lego_core.verify import _poison_value, compare, ops_of_reference, poisoned_outputs
+    from lego_core.verify import _poison_value, _precise_reference, compare, float64_working_bytes, judge_values, ops_of_reference, poisoned_outputs
     from lego_core.verify_policy import trace_problem
 
     library_ops, region_ops = ops_of_reference(reference, library_ops, None)
@@ -152,6 +158,9 @@ def guard_timing(
             if problem:
                 return GuardedTiming(ms, floor, f"after timing, call {2 * k + repeat + 1} on the timed inputs: {problem}")
             result = compare(out, exp, dtype)
+            if not result.passed and (precise_limit_bytes is None or float64_working_bytes(reference, xs, exp) <= precise_limit_bytes):
+                # judged as the verifier judged it: eager's own 16-bit rounding or overflow is not held against the candidate
+                result = judge_values(out, exp, dtype, _precise_reference(reference, xs, exp))
             if not result.passed:
                 return GuardedTiming(ms, floor, f"after timing, call {2 * k + repeat + 1} on the timed inputs did not compute its output: {result.reason}")
     if ms < FLOOR_FACTOR * floor:

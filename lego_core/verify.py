@@ -889,6 +889,19 @@ def _check_one_call(run: Candidate, inputs: Sequence[Tensor], expected: list[Ten
             return Comparison(False, math.inf, math.inf, strides)
     if given is not None and isinstance(returned, (list, tuple)):
         given.extend(returned)
+    return judge_values(returned, expected, dtype, precise, inf_for_nan)
+
+
+def judge_values(returned, expected: list[Tensor], dtype, precise: list | None = None, inf_for_nan: bool = False) -> Comparison:
+    """The values of one call judged as the verifier judges them (the timing
+    guard's calls after timing too): :func:`compare` against eager's
+    ``expected``; for 16-bit outputs with a float64 reference ``precise``
+    (:func:`_precise_reference`), an output that fails only on values, or
+    only where eager's result is NaN/inf, passes when it is within the same
+    tolerance of the float64 result rounded once to its dtype; and a 16-bit
+    output must then be no further from the float64 result than eager's
+    (:func:`precision_mismatch`).  ``inf_for_nan``: edge sets (see
+    ``_check_one_call``)."""
     if inf_for_nan:
         expected = [_inf_for_nan(a, e) for a, e in zip(returned, expected)]
     result = compare(returned, expected, dtype)

@@ -525,7 +525,8 @@ class Search:
                 sets, fresh = sets[:1], False
             else:
                 return None
-        return timing_guard.guarded_remote_time(module, sets, sub.run_reference, dtype=self.dtype, target=self.config.target_gpu, fresh=fresh)
+        return timing_guard.guarded_remote_time(module, sets, sub.run_reference, dtype=self.dtype, target=self.config.target_gpu, fresh=fresh,
+                                                precise_limit_bytes=self._precise_limit())
 
     def _tune(self, node: OrNode, cand: Candidate, input_sets) -> str | None:
         """Per-shape tuning (``search.tuning``) of a kernel file that offers

@@ -326,3 +326,40 @@ def test_a_bf16_output_finite_where_eager_overflowed_is_judged_against_float64()
         return [y] if out is None else [out[0].copy_(y)]
 
     assert not verify(nan_where_the_result_is_finite, _growing_scan, sets, "bf16", [1, 2, 3], trace=False).passed
+
+
+def test_the_timing_guard_judges_the_calls_after_timing_as_the_verifier_does():
+    """On the H200 a bf16 ``exp`` kernel and the gated_conv_mixer scan passed
+    verification against the float64 result and were then rejected by the
+    timing guard's calls after timing, which compared with eager's bf16
+    values only ("did not compute its output: 4384 vs 4512").  The guard now
+    judges those calls with ``verify.judge_values``: the exact answer is
+    believed, a wrong one is still rejected."""
+    from lego_core.timing_guard import guard_timing
+
+    torch.manual_seed(0)
+    sets = [[torch.randn(1, 1024, 8).bfloat16()] for _ in range(2)]
+
+    def guarded(candidate):
+        def time_sets(xs_list, outs):
+            for xs, out in zip(xs_list, outs):
+                candidate(xs, out)
+            return 1.0  # ms: far above the roofline floor of these few bytes
+
+        def traced_call(xs, out):
+            candidate(xs, out)
+            return {"launches": 1}  # the values are what this test is about, not the trace
+
+        return guard_timing(time_sets, traced_call, sets, _growing_scan, dtype=torch.bfloat16)
+
+    def exact(xs, out):
+        out[0].copy_(_growing_scan([xs[0].double()])[0].bfloat16())
+
+    def zeros_where_eager_overflowed(xs, out):
+        y = _growing_scan([xs[0].double()])[0].bfloat16()
+        out[0].copy_(torch.where(torch.isfinite(_growing_scan(xs)[0]), y, torch.zeros_like(y)))
+
+    believed = guarded(exact)
+    assert believed.believed, believed.reason
+    rejected = guarded(zeros_where_eager_overflowed)
+    assert not rejected.believed and "did not compute its output" in rejected.reason
