@@ -53,9 +53,15 @@ def accept(stage: Path, report: dict, run_id: str, spec) -> dict:
     report and return it.  ``spec``: the run's ``ProblemSpec`` as this
     process knows it.  Raises ProblemError naming the first thing that is not
     LEGO's output (the run fails; nothing is committed)."""
+    try:
+        return _accept(Path(stage), report, run_id, spec)
+    except OSError as exc:  # a folder the child made unreadable (a non-root worker cannot look inside)
+        raise _refusal(f"it cannot be read ({exc.strerror}: {Path(exc.filename or stage).name})") from None
+
+
+def _accept(stage: Path, report: dict, run_id: str, spec) -> dict:
     from lego_core import output
 
-    stage = Path(stage)
     output.check_staged(stage)  # links and special files
     names = {p.name for p in stage.iterdir()}
     allowed = {*REQUIRED, *OPTIONAL, *FOLDERS} - (set() if spec.overrides else {"lego_overrides.py"})
@@ -112,7 +118,8 @@ def check_report(path: Path, report: dict, run_id: str, spec) -> dict:
         raise _refusal("its report's counts of sub-problems are not counts")
     if not all(v is None or (isinstance(v, str) and len(v) <= 100) for v in (summary.get("speedup_kind"), summary.get("launch"))):
         raise _refusal("its report's speedup kind or launch is not a short text")
-    if not (summary.get("e2e_max_abs_error") is None or _number(summary["e2e_max_abs_error"])):
+    error = summary.get("e2e_max_abs_error")
+    if not (error is None or (isinstance(error, (int, float)) and not isinstance(error, bool))):  # NaN where both gave NaN
         raise _refusal("its report's end-to-end error is not a number")
     return report
 
