@@ -21,6 +21,7 @@ import logging
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 log = logging.getLogger(__name__)
 TIMEOUT_S = 120  # importing torch and starting CUDA, on a busy machine
@@ -40,8 +41,10 @@ def probe() -> dict:
 @functools.lru_cache(maxsize=8)
 def _probe(visible: str | None, lock_dir: str) -> dict:
     command = [sys.executable, "-m", "lego_core.gpu_probe"]
+    package_parent = str(Path(__file__).resolve().parent.parent)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([package_parent, *filter(None, [os.environ.get("PYTHONPATH")])]))
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_S, stdin=subprocess.DEVNULL)
+        done = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_S, stdin=subprocess.DEVNULL, env=env)
         if done.returncode != 0:
             raise RuntimeError(done.stderr.strip()[-300:] or f"exit code {done.returncode}")
         found = json.loads(done.stdout.strip().splitlines()[-1])

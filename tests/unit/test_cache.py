@@ -469,3 +469,19 @@ def test_the_parent_writes_origin_and_time_itself(tmp_path):
     assert cache_mod.store_forwarded(KernelCache(tmp_path), message, parent_key, origin="run 7 of mlp") is True
     entry = KernelCache(tmp_path).get(parent_key(SIGNATURE))
     assert entry.origin == "run 7 of mlp" and entry.created > 1.7e9
+
+
+def test_the_parent_keys_a_run_from_what_it_knows(monkeypatch):
+    """api._key_for: the engine's key (search.engine._cache_key) for the
+    run's device (a GPU's name from the parent's own probe), dtype, agent and
+    config, never the child's word."""
+    from lego_core import api, gpu_probe
+    from lego_core.config import OptimizeConfig
+    from lego_core.spec import ProblemSpec
+
+    config = OptimizeConfig()
+    cpu = api._key_for(ProblemSpec("m.py", {}, dtype="bf16"), config)
+    assert cpu(SIGNATURE) == cache_key(SIGNATURE, "cpu", "bfloat16", "template", config.key())
+    monkeypatch.setattr(gpu_probe, "probe", lambda: {"name": "NVIDIA H200", "locks": []})
+    cuda = api._key_for(ProblemSpec("m.py", {}, device="cuda"), config)
+    assert cuda(SIGNATURE) == cache_key(SIGNATURE, "cuda:NVIDIA H200", "float32", "template", config.key())
