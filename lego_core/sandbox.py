@@ -15,8 +15,9 @@ RuntimeError with the child's traceback); a child that dies (signal, out of
 memory, ``os._exit``) becomes a :class:`ChildCrashed` with a message that
 says how it died.
 
-Everything the child sends is JSON, read with a size limit: the parent
-never unpickles what a process running uploaded code wrote
+Everything the child sends is JSON, read with limits on its size, its
+number of values and its nesting (a message beyond them is a ChildCrashed):
+the parent never unpickles what a process running uploaded code wrote
 (``sandbox_child``).  Messages of other kinds go to ``handlers`` (the
 kernel cache's writes: ``lego_core.api``).
 """
