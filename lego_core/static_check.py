@@ -321,12 +321,11 @@ class _CallbackChecker(ast.NodeVisitor):
             self._flag(node, f"uses the attribute .{attr}, which reaches another module, the call stack or an object's internals")
             return
         name = self._qualified(node)
-        if self._check_route(node, name):
-            return
         if name is not None and _private_torch(name):
             self._flag(node, f"uses {name}, PyTorch's private API (it can hide what the code runs)")
             return
-        self.generic_visit(node)
+        self.generic_visit(node)  # an evasive attribute inside (torch.multiprocessing.reductions.threading) names itself first
+        self._check_route(node, name)
 
     # definitions ------------------------------------------------------------
     def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
