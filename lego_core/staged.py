@@ -110,8 +110,8 @@ def check_report(path: Path, report: dict, run_id: str, spec) -> dict:
         raise _refusal(f"its report names another run ({', '.join(wrong) or 'summary.model'} differ from this run's)")
     summary = report["summary"]
     speedup = summary.get("speedup")
-    if not (_number(speedup) and speedup > 0):
-        raise _refusal("its report's speedup is not a positive number")
+    if not (_number(speedup) and speedup >= 0):
+        raise _refusal("its report's speedup is not a finite number of at least 0")
     if summary.get("e2e_passed") is not True:
         raise _refusal("its report does not say the composed model passed")
     if not all(isinstance(summary.get(k), int) and not isinstance(summary.get(k), bool) and summary[k] >= 0 for k in _SHOWN_COUNTS):

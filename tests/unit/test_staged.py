@@ -107,12 +107,13 @@ def test_a_file_over_its_size_limit_is_refused(stage, monkeypatch):
     (lambda r: r.update(run_id="ffffffff"), "another run"),
     (lambda r: r.update(model="someone_else"), "another run"),
     (lambda r: r["summary"].update(model="<img src=x onerror=alert(1)>"), "another run"),
-    (lambda r: r["summary"].update(speedup="<b>1000x</b>"), "speedup is not a positive number"),
-    (lambda r: r["summary"].update(speedup=float("inf")), "speedup is not a positive number"),
+    (lambda r: r["summary"].update(speedup="<b>1000x</b>"), "speedup is not a finite number"),
+    (lambda r: r["summary"].update(speedup=float("inf")), "speedup is not a finite number"),
+    (lambda r: r["summary"].update(speedup=-2.0), "speedup is not a finite number"),
     (lambda r: r["summary"].update(e2e_passed=False), "does not say the composed model passed"),
     (lambda r: r["summary"].update(triton="<script>"), "counts of sub-problems"),
     (lambda r: r["summary"].update(launch="x" * 1000), "short text"),
-], ids=["file-differs", "run-id", "model", "summary-model-html", "speedup-html", "speedup-inf", "not-passed",
+], ids=["file-differs", "run-id", "model", "summary-model-html", "speedup-html", "speedup-inf", "speedup-negative", "not-passed",
         "count-html", "long-launch"])
 def test_a_forged_report_is_refused(stage, forge, expected):
     folder, report, spec = stage
