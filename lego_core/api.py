@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from lego_core import jail as jail_mod
-from lego_core import output
+from lego_core import output, staged
 from lego_core.cache import KernelCache, store_forwarded
 
 from lego_core.config import OptimizeConfig
@@ -80,7 +80,7 @@ def _run_isolated(spec: ProblemSpec, out_dir: str, config: OptimizeConfig, sink:
     """The run in a child process: jailed by bubblewrap where it can be
     (``lego_core.jail``), with ``config.limits``; kernel cache entries it
     sends are checked and written here (``cache.store_forwarded``); its
-    staged output is checked (``output.check_staged``) and committed here."""
+    staged output is checked (``staged.accept``) and committed here."""
     from lego_core.pipeline import run_pipeline
 
     clock = _LoadClock(spec, config.load_timeout_s, sink)
@@ -100,9 +100,10 @@ def _run_isolated(spec: ProblemSpec, out_dir: str, config: OptimizeConfig, sink:
         target = functools.partial(run_pipeline, run_id=run_id, commit=False)
         if jail is not None:  # the jail's working folder is its scratch folder: the model file by its full path
             child_spec = dataclasses.replace(spec, path=str(Path(spec.path).resolve()))
+        store = functools.partial(store_forwarded, cache, key_for=_key_for(spec, config), origin=f"run {run_id} of {spec.name}")
         report = run_in_child(
             target, (child_spec, out_dir, config), clock, timeout_s=config.timeout_s, watchdog=clock.overdue,
-            jail=jail, limits=config.limits.as_dict(), handlers={"cache": functools.partial(store_forwarded, cache)},
+            jail=jail, limits=config.limits.as_dict(), handlers={"cache": store},
         )
     except ProblemError as exc:
         if exc.path == child_spec.path:
@@ -112,9 +113,28 @@ def _run_isolated(spec: ProblemSpec, out_dir: str, config: OptimizeConfig, sink:
         shutil.rmtree(scratch, ignore_errors=True)
     if not isinstance(report, dict):
         raise ChildCrashed("the optimizer process returned something that is not a report.")
-    output.check_staged(stage)  # regular files and folders only: nothing that points outside the run
+    report = staged.accept(stage, report, run_id, spec)  # only what LEGO writes, within limits; report.json checked and rewritten here
     output.finish(stage, Path(out_dir), run_id, report, clock)
     return report
+
+
+def _key_for(spec: ProblemSpec, config: OptimizeConfig):
+    """``signature -> cache key`` for the run's forwarded kernels, from what
+    this process knows (``search.engine``'s key, computed here: the device
+    and its GPU's name, the dtype, the pipeline's agent, the config, the
+    versions and the generator's hash), not from what the child says."""
+    from lego_core.agents import make_agent
+    from lego_core.cache import cache_key
+    from lego_core.pipeline import AGENT
+
+    device = spec.device
+    if device == "cuda":
+        from lego_core import gpu_probe
+
+        device = f"cuda:{gpu_probe.probe()['name']}"
+    dtype = str(spec.torch_dtype).removeprefix("torch.")
+    agent, config_key = make_agent(AGENT).name, config.key()
+    return lambda signature: cache_key(signature, device, dtype, agent, config_key)
 
 
 def _make_folders(path: Path) -> list[Path]:

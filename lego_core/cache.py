@@ -3,8 +3,9 @@
 The search solves each canonical signature once per run (structure-aware
 dedupe); this cache makes that hold across runs and across the web app's
 workers.  A second run of the same model makes no agent calls for the
-signatures already solved, including the ones no agent could solve
-(negative entries: ``source`` is None).
+signatures already solved, including, when the run was not sandboxed, the
+ones no agent could solve (negative entries: ``source`` is None; a
+sandboxed child's are not stored, see below).
 
 Layout: one JSON file per key, ``<root>/<key[:2]>/<key>.json``, each holding
 ``{"format": FORMAT_VERSION, "key": ..., "source_sha256": ..., "entry": {...}}``.
@@ -17,9 +18,11 @@ Who writes: only the trusted process.  The optimizer child, which runs the
 user's model file, sees the cache folder read-only (``lego_core.jail``); its
 :class:`KernelCache` is made with ``forward=`` and sends each entry to the
 parent as data (``sandbox_child.forwarder``), and the parent stores it with
-:func:`store_forwarded` after checking it (a well-formed entry whose kernel
-source passes the static check of host code: no imports beyond torch and
-triton, no ``open``/``eval``/``os``...).  Writes go to a
+:func:`store_forwarded` after checking it: under a key the parent computes
+itself from the entry's signature and what it knows of the run, only
+kernels (no negative entries), and only a kernel file within the
+allow-list of host code (``lego_core.host_allowlist``: the imports, names
+and attributes the template agent's files use).  Writes go to a
 temporary file in the same folder and are renamed over the target
 (``os.replace``), so a reader in another thread or process sees either the
 old file, the new one or none, never half of one.  Two writers of the same
@@ -52,6 +55,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Callable
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +72,9 @@ CODEGEN_SUFFIXES = (".py", ".j2")
 JUDGE_FILES = ("verify.py", "verify_policy.py", "verify_trace.py", "static_check.py", "edge_inputs.py", "timing_guard.py")
 
 _KEY_RE = re.compile(r"[0-9a-f]{8,128}")
+_SIGNATURE_RE = re.compile(r"[0-9a-f]{8,64}")  # SubProblem.signature: 16 hex digits
+_NAME_RE = re.compile(r"(?:[A-Za-z_][A-Za-z0-9_]{0,127})?")  # a kernel's Python name (it names files), or none
+_AGENT_RE = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
 
 
 def default_cache_dir() -> Path:
@@ -358,35 +365,53 @@ def source_hash(source: str | None) -> str | None:
     return None if source is None else hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def store_forwarded(cache: KernelCache, message: dict) -> bool:
-    """Store an entry the sandboxed child sent (``{"key", "entry"}``) in
-    ``cache``, after checking it: the key is well formed, the entry parses,
-    it is within :data:`MAX_ENTRY_CHARS`, and its kernel source (if any) is
-    at most :data:`MAX_SOURCE_CHARS` and passes the static check of host
-    code (``static_check.unsafe_host_code``: imports only torch, triton and
-    pure helpers; no ``open``, ``eval``, ``os``, dunder access...).  A
-    refused entry is logged and dropped.  Returns whether it was stored.
-    Runs in the trusted parent; never raises for a bad message."""
+def store_forwarded(cache: KernelCache, message: dict, key_for: Callable[[str], str], origin: str = "") -> bool:
+    """Store a kernel the sandboxed child sent (``{"key", "entry"}``) in
+    ``cache``, under a key this process computes itself.
+
+    ``key_for(signature)``: the key of a signature for this run, computed by
+    the caller from what it knows (device, dtype, agent, config, versions
+    and generator hash: :func:`cache_key`); only the signature is taken
+    from the entry, and the child's own ``key`` must equal the one computed
+    (else the entry is refused: a child that keys entries otherwise is
+    wrong or lying).  The entry is stored only when it parses, is within
+    :data:`MAX_ENTRY_CHARS`, holds a kernel (a negative entry, "no kernel
+    passed", is never taken from the child: it would make later runs skip
+    the signature) of at most :data:`MAX_SOURCE_CHARS` that passes the
+    static check and allow-list of host code
+    (``static_check.unsafe_host_code``).  ``origin`` and ``created`` are
+    this process's (``origin``: e.g. ``"run <id> of <model>"``), not the
+    child's.  A refused entry is logged and dropped.  Returns whether it
+    was stored.  Runs in the trusted parent; never raises for a bad message."""
     from lego_core.static_check import unsafe_host_code
 
-    key = message.get("key")
     try:
-        if not isinstance(key, str) or not _KEY_RE.fullmatch(key):
-            raise ValueError("malformed key")
         if len(json.dumps(message.get("entry"))) > MAX_ENTRY_CHARS:
             raise ValueError(f"entry larger than {MAX_ENTRY_CHARS} characters")
         entry = CacheEntry.from_dict(message.get("entry"))
-        if entry.source is not None:
-            if len(entry.source) > MAX_SOURCE_CHARS:
-                raise ValueError(f"kernel source longer than {MAX_SOURCE_CHARS} characters")
-            problem = unsafe_host_code(entry.source)
-            if problem:
-                raise ValueError(f"kernel source refused: {problem}")
-        if entry.passed != (entry.source is not None):
+        if not isinstance(entry.signature, str) or not _SIGNATURE_RE.fullmatch(entry.signature):
+            raise ValueError("malformed signature")
+        key = key_for(entry.signature)
+        if message.get("key") != key:
+            raise ValueError("its key is not the one this process computes for its signature")
+        if entry.source is None:
+            log.info("kernel cache: the optimizer process's negative entry for %s is not stored (only kernels are taken from it)", entry.signature)
+            return False
+        if not isinstance(entry.source, str) or len(entry.source) > MAX_SOURCE_CHARS:
+            raise ValueError(f"kernel source longer than {MAX_SOURCE_CHARS} characters")
+        if entry.passed is not True:
             raise ValueError("passed does not agree with source")
-    except (ValueError, KeyError, TypeError) as exc:
+        problem = unsafe_host_code(entry.source)
+        if problem:
+            raise ValueError(f"kernel source refused: {problem}")
+        if not isinstance(entry.kernel_name, str) or not _NAME_RE.fullmatch(entry.kernel_name):
+            raise ValueError("malformed kernel name")
+        if not isinstance(entry.agent, str) or not _AGENT_RE.fullmatch(entry.agent):
+            raise ValueError("malformed agent name")
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
         log.warning("kernel cache: the optimizer process sent an entry that is not stored (%s)", exc)
         return False
+    entry.origin, entry.created = origin, time.time()
     cache.put(key, entry)
     return True
 

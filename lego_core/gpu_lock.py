@@ -26,6 +26,7 @@ card must not stop every other).
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import threading
@@ -115,10 +116,32 @@ def _apply(fd: int, mode: int, turnstile: int) -> None:
     warnings.warn(f"LEGO: the GPU lock was held by another process for over {WAIT_S:.0f} s; going on without it (timings may be disturbed)", stacklevel=4)
 
 
+def create_lock_file(path: str) -> None:
+    """Make the lock file ``path`` (readable and writable by every user of
+    the machine) unless it exists; never through a symbolic link (OSError).
+    The trusted parent makes them before a jailed run, which sees the folder
+    read-only (``lego_core.gpu_probe``, ``jail.for_run``)."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o666)
+    try:
+        if os.fstat(fd).st_uid == os.geteuid():
+            os.fchmod(fd, 0o666)  # the umask took some bits: other users' runs share the card too
+    finally:
+        os.close(fd)
+
+
 def _open(path: str) -> int:
+    """This process's descriptor of the lock file ``path``, opened once,
+    never through a symbolic link.  Read-only where the folder is (the jail
+    shows it so): ``flock(2)`` needs no write access."""
     fd = _files.get(path)
     if fd is None:
-        fd = _files[path] = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o666)
+        except OSError as exc:
+            if exc.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
+                raise
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        _files[path] = fd
     return fd
 
 

@@ -201,8 +201,9 @@ def for_run(model_file: str, stage: str, scratch: str, cache_root: str | None, a
     agent pool's module files read-only, the agent relay's socket folder
     (``$LEGO_AGENT_RELAY``) so the child reaches the relay, the staging
     folder ``stage`` and the private ``scratch`` folder writable; on a GPU
-    machine also the GPU lock folder (``lego_core.gpu_lock``), so that jailed
-    runs sharing a card still keep their timings apart."""
+    machine also the GPU lock folder (``lego_core.gpu_lock``), read-only with
+    its lock files made here (:func:`gpu_lock_folder`), so that jailed runs
+    sharing a card still keep their timings apart."""
     import lego_core
 
     read_only = [str(Path(model_file).resolve())]
@@ -222,12 +223,21 @@ def for_run(model_file: str, stage: str, scratch: str, cache_root: str | None, a
         read_only.append(str(Path(relay).resolve().parent))  # a private folder that holds only the socket
     writable = [str(Path(stage).resolve())]
     if _gpu_devices():  # the runs sharing a card keep their timings apart through its lock files (lego_core.gpu_lock)
-        from lego_core import gpu_lock
-
-        locks = Path(os.environ.get(gpu_lock.LOCK_DIR_ENV) or gpu_lock.DEFAULT_LOCK_DIR)
-        locks.mkdir(parents=True, exist_ok=True)
-        writable.append(str(locks.resolve()))
+        read_only.append(gpu_lock_folder())
     return Jail(scratch=scratch, read_only=read_only, writable=writable, env=child_environment(extra_path))
+
+
+def gpu_lock_folder() -> str:
+    """The GPU lock folder (``lego_core.gpu_lock``), with the lock files of
+    every visible GPU made by this process (``gpu_probe.probe``): the jail
+    shows it read-only, so a jailed run takes the locks (``flock(2)`` on a
+    file opened read-only) but cannot remove, replace or plant files there."""
+    from lego_core import gpu_lock, gpu_probe
+
+    locks = Path(os.environ.get(gpu_lock.LOCK_DIR_ENV) or gpu_lock.DEFAULT_LOCK_DIR)
+    locks.mkdir(parents=True, exist_ok=True)
+    gpu_probe.probe()  # makes the lock files
+    return str(locks.resolve())
 
 
 def wanted() -> bool:

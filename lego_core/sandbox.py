@@ -15,8 +15,9 @@ RuntimeError with the child's traceback); a child that dies (signal, out of
 memory, ``os._exit``) becomes a :class:`ChildCrashed` with a message that
 says how it died.
 
-Everything the child sends is JSON, read with a size limit: the parent
-never unpickles what a process running uploaded code wrote
+Everything the child sends is JSON, read with limits on its size, its
+number of values and its nesting (a message beyond them is a ChildCrashed):
+the parent never unpickles what a process running uploaded code wrote
 (``sandbox_child``).  Messages of other kinds go to ``handlers`` (the
 kernel cache's writes: ``lego_core.api``).
 """
@@ -27,6 +28,7 @@ import json
 import logging
 import os
 import pickle
+import re
 import signal
 import subprocess
 import sys
@@ -42,6 +44,12 @@ from lego_core.events import event_from_dict, Sink, null_sink
 log = logging.getLogger(__name__)
 
 MAX_MESSAGE_BYTES = 256 << 20  # one message from the child (an event, the report, a cache entry)
+# A message's shape, bounded before and after it is parsed: 256 MiB of tiny
+# nested lists would cost the parent about 22 times that in Python objects,
+# and deep nesting overflows any recursive reader of it.
+MAX_MESSAGE_VALUES = 1_000_000  # JSON values (numbers, strings, lists, objects...) in one message
+MAX_MESSAGE_DEPTH = 100  # lists and objects nested in one another
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')  # a JSON string, escapes included
 _PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)
 
 
@@ -158,13 +166,48 @@ def _pump(child: subprocess.Popen, receiver: Connection, sink: Sink, timeout_s: 
 
 
 def _decode(data: bytes) -> tuple[str, dict]:
+    """One message of the child's as ``(kind, message)``.  Raises ChildCrashed
+    when it is not JSON, not an object with a ``kind``, holds more than
+    :data:`MAX_MESSAGE_VALUES` values (counted before parsing, so the parent
+    never builds them) or nests lists and objects deeper than
+    :data:`MAX_MESSAGE_DEPTH`."""
+    if _value_bound(data) > MAX_MESSAGE_VALUES:
+        raise ChildCrashed(f"the optimizer process sent a message of more than {MAX_MESSAGE_VALUES:,} JSON values and was stopped.")
     try:
         message = json.loads(data)
+    except RecursionError:
+        raise ChildCrashed(f"the optimizer process sent a message nested deeper than {MAX_MESSAGE_DEPTH} levels and was stopped.") from None
     except (ValueError, UnicodeDecodeError):
         raise ChildCrashed("the optimizer process sent a message that is not JSON and was stopped.") from None
+    if _depth_over(message, MAX_MESSAGE_DEPTH):
+        raise ChildCrashed(f"the optimizer process sent a message nested deeper than {MAX_MESSAGE_DEPTH} levels and was stopped.")
     if not isinstance(message, dict) or not isinstance(message.get("kind"), str):
         raise ChildCrashed("the optimizer process sent a message outside the protocol and was stopped.")
     return message["kind"], message
+
+
+def _value_bound(data: bytes) -> int:
+    """An upper bound on the number of JSON values in ``data``: every value
+    but the first of a list or object follows a comma, the first an opening
+    bracket.  Commas and brackets inside strings are not counted (strings
+    are blanked first); a malformed string only makes the bound larger."""
+    def bound(text: bytes) -> int:
+        return text.count(b",") + text.count(b"[") + text.count(b"{") + 1
+
+    rough = bound(data)  # strings counted too: most messages are far below the limit with them
+    return rough if rough <= MAX_MESSAGE_VALUES else bound(_JSON_STRING.sub(b'""', data))
+
+
+def _depth_over(value: Any, limit: int) -> bool:
+    """Whether lists and objects nest deeper than ``limit`` in ``value`` (without recursion)."""
+    stack = [(value, 1)] if isinstance(value, (list, dict)) else []
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = item.values() if isinstance(item, dict) else item
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (list, dict)))
+    return False
 
 
 def rebuild_error(data: Any) -> Exception:

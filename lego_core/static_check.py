@@ -108,6 +108,17 @@ EVASIVE_ATTRIBUTES = frozenset({
     "tb_frame", "tb_next", "co_code", "attrgetter", "methodcaller",
 })
 _ALLOWED_DUNDERS = frozenset({"__name__", "__init__"})
+# Routes that load or evaluate code the static check never reads: a string
+# annotation evaluated by ``typing.get_type_hints`` (or by what calls it, such
+# as ``functools.singledispatch``), C++ compiled at run time, a shared library,
+# a pickle, a model from the hub.  Refused as a dotted name (after import
+# aliases), as an import, and as a bare name imported from its module.
+DANGEROUS_ROUTES = (
+    "typing.get_type_hints", "typing.ForwardRef", "typing._eval_type", "functools.singledispatch",
+    "functools.singledispatchmethod", "torch.hub", "torch.utils", "torch.load", "torch.ops.load_library",
+    "torch.classes", "torch.package", "torch.serialization", "torch.multiprocessing", "torch.distributed",
+    "torch.library",
+)
 # Names a @triton.jit body must not reach: under the interpreter the body runs
 # as Python, so it could run PyTorch or host code there.
 _JIT_FORBIDDEN_ROOTS = frozenset({"torch", "numpy", "os", "sys", "builtins", "open", "exec", "eval", "__import__", "getattr", "globals"})
@@ -185,15 +196,20 @@ def calls_back_into_reference(source: str, region_ops: Sequence[str], library_op
 
 
 def unsafe_host_code(source: str) -> str | None:
-    """The region-independent part of :func:`calls_back_into_reference`:
-    a reason when ``source`` does not parse, defines or launches no
-    ``@triton.jit`` kernel, imports beyond :data:`ALLOWED_IMPORTS`, reaches
-    :data:`EVASIVE_NAMES` / :data:`EVASIVE_ATTRIBUTES`, or assigns to
-    PyTorch, Triton or LEGO objects; None when it does none of these.  Heavy
-    library calls are not judged here (that needs the region's ops).  The
-    kernel cache's writer checks forwarded entries with it
-    (``cache.store_forwarded``)."""
-    return calls_back_into_reference(source, (), library_ops=tuple(_ALWAYS_FORBIDDEN))
+    """Why the kernel cache must not store ``source`` (one line), or None.
+
+    The region-independent part of :func:`calls_back_into_reference` (the
+    source parses, defines and launches a ``@triton.jit`` kernel, imports
+    nothing beyond :data:`ALLOWED_IMPORTS`, reaches no :data:`EVASIVE_NAMES`,
+    :data:`EVASIVE_ATTRIBUTES` or :data:`DANGEROUS_ROUTES`, assigns to no
+    PyTorch, Triton or LEGO object), then the allow-list of
+    ``lego_core.host_allowlist``: only the imports, names and attributes the
+    template agent's kernel files use.  Heavy library calls are not judged
+    here (that needs the region's ops).  The kernel cache's writer checks
+    forwarded entries with it (``cache.store_forwarded``)."""
+    from lego_core import host_allowlist
+
+    return calls_back_into_reference(source, (), library_ops=tuple(_ALWAYS_FORBIDDEN)) or host_allowlist.refusal(source)
 
 
 class _CallbackChecker(ast.NodeVisitor):
@@ -236,6 +252,8 @@ class _CallbackChecker(ast.NodeVisitor):
             self._flag(node, f"imports {name}, PyTorch's private API (it can hide what the code runs)")
         elif root == "torch" and len(parts) > 1 and parts[1] in _FORBIDDEN_TORCH_MODULES:
             self._flag(node, f"imports {name}, which runs work elsewhere or changes how PyTorch works")
+        else:
+            self._check_route(node, name)
 
     def visit_Assign(self, node: ast.Assign) -> None:
         for target in node.targets:
@@ -250,6 +268,31 @@ class _CallbackChecker(ast.NodeVisitor):
     def visit_Name(self, node: ast.Name) -> None:
         if node.id in EVASIVE_NAMES and node.id not in self.aliases:
             self._flag(node, f"uses {node.id}, which reaches the interpreter's insides (a kernel file computes, allocates and launches; nothing else)")
+        if isinstance(node.ctx, ast.Load) and node.id in self.aliases:
+            self._check_route(node, self._qualified(node))
+
+    def _check_route(self, node: ast.AST, name: str | None) -> bool:
+        """Flag ``name`` when it is one of :data:`DANGEROUS_ROUTES` or below one; whether it was."""
+        route = next((r for r in DANGEROUS_ROUTES if name is not None and (name == r or name.startswith(r + "."))), None)
+        if route is not None:
+            self._flag(node, f"uses {name}, which loads or evaluates code that no static check reads")
+        return route is not None
+
+    def _check_annotations(self, node: ast.AST) -> None:
+        """A string annotation (``x: "..."``) is code that ``typing.get_type_hints`` evaluates."""
+        args = getattr(node, "args", None)
+        annotations = [getattr(node, "returns", None), getattr(node, "annotation", None)]
+        if isinstance(args, ast.arguments):
+            every = [*args.posonlyargs, *args.args, *args.kwonlyargs, *filter(None, [args.vararg, args.kwarg])]
+            annotations += [a.annotation for a in every]
+        for annotation in filter(None, annotations):
+            if any(isinstance(n, ast.Constant) and isinstance(n.value, str) for n in ast.walk(annotation)):
+                self._flag(annotation, "has a string annotation, code that typing.get_type_hints would evaluate unseen by this check")
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        self._check_annotations(node)
+        self._check_store(node.target)
+        self.generic_visit(node)
 
     visit_NamedExpr = visit_Assign  # type: ignore[assignment]
 
@@ -281,10 +324,12 @@ class _CallbackChecker(ast.NodeVisitor):
         if name is not None and _private_torch(name):
             self._flag(node, f"uses {name}, PyTorch's private API (it can hide what the code runs)")
             return
-        self.generic_visit(node)
+        self.generic_visit(node)  # an evasive attribute inside (torch.multiprocessing.reductions.threading) names itself first
+        self._check_route(node, name)
 
     # definitions ------------------------------------------------------------
     def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
+        self._check_annotations(node)
         if any(self._is_triton_jit(d) for d in node.decorator_list):
             self.jit_functions.add(node.name)
             self._check_jit_body(node)
@@ -295,6 +340,9 @@ class _CallbackChecker(ast.NodeVisitor):
         """Device code may use tl, triton and its own names, not torch or host Python."""
         params = {a.arg for a in node.args.args + node.args.kwonlyargs}
         for inner in ast.walk(node):
+            if isinstance(inner, ast.Attribute) and (inner.attr in EVASIVE_ATTRIBUTES or (inner.attr.startswith("__") and inner.attr.endswith("__"))):
+                self._flag(inner, f"the @triton.jit function {node.name} uses the attribute .{inner.attr}, which reaches another module, the call stack or an object's internals")
+                return
             if isinstance(inner, ast.Name) and inner.id not in params:
                 root = self.aliases.get(inner.id, inner.id).split(".")[0]
                 if root in _JIT_FORBIDDEN_ROOTS:

@@ -159,3 +159,13 @@ def write_bytes(path, n, emit):
     with open(path, "wb") as fh:
         fh.write(b"\0" * n)
     return n
+
+
+def send_raw_message(data, emit):
+    """Writes ``data`` (bytes) onto the pipe to the parent as one message,
+    bypassing the child's JSON encoder (an upload can do the same)."""
+    from lego_core import sandbox_child
+
+    sandbox_child._out.send_bytes(data)
+    time.sleep(5)  # the parent stops this process; it must not have to wait for it
+    return "sent"

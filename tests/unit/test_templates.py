@@ -36,6 +36,7 @@ from lego_core.problem import Problem, ProblemSpec, load_problem
 from lego_core.search import leaf_input_sets, load_module
 from lego_core.tree import FusionTree, OrNode, build_tree
 from lego_core.verify import VerifyReport, calls_back_into_reference, verify
+from lego_core.static_check import unsafe_host_code
 
 SEEDS = (101, 202, 303)
 _unique = itertools.count()
@@ -143,6 +144,7 @@ def check_kernel_file(source: str, leaf: OrNode) -> None:
     for op in sub.ops:
         assert op in doc, f"the header does not list {op}"
     assert calls_back_into_reference(source, sub.ops) is None
+    assert unsafe_host_code(source) is None  # the kernel cache stores it (lego_core.host_allowlist)
 
     accesses = [
         node

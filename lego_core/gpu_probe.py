@@ -1,0 +1,76 @@
+"""What the trusted parent knows of the GPU, learned without starting CUDA in it.
+
+The process that starts the jailed child (a web worker, the CLI) must not
+take what the child says about the machine: it keys the child's kernel
+cache entries itself (``api._key_for``: the GPU's name is part of the key)
+and makes the GPU lock files the jail shows read-only (``jail.for_run``).
+It learns both from :func:`probe`, which runs ``python -m
+lego_core.gpu_probe`` once per process (and ``CUDA_VISIBLE_DEVICES`` and
+lock folder): a fresh interpreter of LEGO's own, no uploaded code, so the
+parent's own process never holds a CUDA context (a worker that forks must
+not, and a context costs device memory beside every run).
+
+Usage: ``python -m lego_core.gpu_probe`` prints ``{"name": ..., "locks":
+[...]}`` after creating the lock files of every visible GPU.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+TIMEOUT_S = 120  # importing torch and starting CUDA, on a busy machine
+
+
+def probe() -> dict:
+    """``{"name": <the current CUDA device's name, or None>, "locks": [lock
+    file paths, one per visible GPU and its turnstile]}``, the lock files
+    created (``lego_core.gpu_lock``).  Memoized per ``CUDA_VISIBLE_DEVICES``
+    and lock folder.  Never raises: a probe that fails logs a warning and
+    returns no name and no locks."""
+    from lego_core import gpu_lock
+
+    return dict(_probe(os.environ.get("CUDA_VISIBLE_DEVICES"), os.environ.get(gpu_lock.LOCK_DIR_ENV) or gpu_lock.DEFAULT_LOCK_DIR))
+
+
+@functools.lru_cache(maxsize=8)
+def _probe(visible: str | None, lock_dir: str) -> dict:
+    command = [sys.executable, "-m", "lego_core.gpu_probe"]
+    package_parent = str(Path(__file__).resolve().parent.parent)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([package_parent, *filter(None, [os.environ.get("PYTHONPATH")])]))
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_S, stdin=subprocess.DEVNULL, env=env)
+        if done.returncode != 0:
+            raise RuntimeError(done.stderr.strip()[-300:] or f"exit code {done.returncode}")
+        found = json.loads(done.stdout.strip().splitlines()[-1])
+        return {"name": found.get("name"), "locks": [str(p) for p in found.get("locks", [])]}
+    except (OSError, subprocess.SubprocessError, RuntimeError, ValueError, IndexError) as exc:
+        log.warning("the GPU could not be probed (%s): kernels are not cached and GPU locks not made for this run", exc)
+        return {"name": None, "locks": []}
+
+
+def _main() -> int:
+    import torch
+
+    from lego_core import gpu_lock
+
+    if not torch.cuda.is_available():
+        print(json.dumps({"name": None, "locks": []}))
+        return 0
+    locks = []
+    for index in range(torch.cuda.device_count()):
+        path = gpu_lock.lock_path(index)
+        for file in (str(path), f"{path}.turnstile"):
+            gpu_lock.create_lock_file(file)
+            locks.append(file)
+    print(json.dumps({"name": torch.cuda.get_device_name(), "locks": locks}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(_main())
