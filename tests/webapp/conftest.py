@@ -225,27 +225,38 @@ def poll_until(predicate, timeout_s: float, what: str, log: Path | None = None, 
 
 
 @pytest.fixture
-def start_worker(spawn, wait_for, media_root, settings, tmp_path):
-    """``start_worker(name, *celery_args, **env)`` starts ``celery -A
-    webapp.config worker`` on the test database, this session's queues and
-    Redis, with MEDIA_ROOT shared and a kernel cache of its own (so agents
-    are really asked), waits until it is ready and returns ``(proc, log)``.
-    Without ``-Q`` it consumes the run queue."""
+def service_env(settings) -> dict:
+    """The environment of a server or worker process on this test's
+    database (PostgreSQL) and this session's Redis and queues; skips the
+    test when the settings are not PostgreSQL + Redis."""
     from django.db import connection
 
     db = connection.settings_dict
     if db["ENGINE"] != "django.db.backends.postgresql" or not settings.CELERY_BROKER_URL.startswith("redis"):
         pytest.skip("this test runs against PostgreSQL and Redis (see webapp/config/settings/test.py)")
     auth = db["USER"] + (f":{db['PASSWORD']}" if db["PASSWORD"] else "")
+    return {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "webapp.config.settings.test",
+        "DATABASE_URL": f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}",
+        "REDIS_URL": settings.REDIS_URL,
+        "TRITON_INTERPRET": os.environ.get("TRITON_INTERPRET", "1"),
+    }
+
+
+@pytest.fixture
+def start_worker(spawn, wait_for, media_root, settings, tmp_path, service_env):
+    """``start_worker(name, *celery_args, **env)`` starts ``celery -A
+    webapp.config worker`` on the test database, this session's queues and
+    Redis, with MEDIA_ROOT shared and a kernel cache of its own (so agents
+    are really asked), waits until it is ready and returns ``(proc, log)``.
+    Without ``-Q`` it consumes the run queue."""
 
     def start(name: str, *celery_args: str, **extra_env: str) -> tuple[subprocess.Popen, Path]:
         env = {
-            **os.environ,
-            "DJANGO_SETTINGS_MODULE": "webapp.config.settings.test",
-            "DATABASE_URL": f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}",
+            **service_env,
             "LEGO_VAR_DIR": str(media_root.parent),
             "LEGO_CACHE_DIR": str(tmp_path / "kernel-cache"),
-            "TRITON_INTERPRET": os.environ.get("TRITON_INTERPRET", "1"),
             **extra_env,
         }
         argv = [sys.executable, "-m", "celery", "-A", "webapp.config", "worker", "--loglevel", "INFO",
@@ -293,3 +304,38 @@ def check_download(tmp_path):
         return names
 
     return check
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def daphne(spawn, wait_for):
+    """``daphne(env)`` serves ``webapp.config.asgi:application`` with daphne
+    on a free loopback port, waits until it listens and returns ``(port,
+    log)``."""
+    import socket
+
+    def serve(env: dict) -> tuple[int, Path]:
+        port = free_port()
+        proc, log = spawn("daphne", [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
+                                     "webapp.config.asgi:application"], env)
+
+        def listening() -> bool:
+            assert proc.poll() is None, log.read_text(errors="replace")[-4000:]
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                return True
+            except OSError:
+                return False
+
+        wait_for(listening, 60, f"daphne on port {port}", log, every_s=0.1)
+        return port, log
+
+    return serve
