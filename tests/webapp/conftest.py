@@ -339,3 +339,20 @@ def daphne(spawn, wait_for):
         return port, log
 
     return serve
+
+
+@pytest.fixture
+def upload_model():
+    """``upload_model(client, name, content, overrides="")`` posts the new-run
+    form as the client's user and returns the saved Run (sent to the run queue)."""
+    from django.core.files.uploadedfile import SimpleUploadedFile
+    from django.urls import reverse
+
+    def upload(client, name: str, content: bytes, overrides: str = "") -> Run:
+        response = client.post(reverse("runs:new"), {"upload": SimpleUploadedFile(name, content), "overrides": overrides,
+                                                     "dtype": "fp32", "device": "cpu"})
+        assert response.status_code == 302, response.content.decode()[:2000]
+        return Run.objects.get(pk=response["Location"].rstrip("/").split("/")[-1])
+
+    return upload
+
