@@ -356,3 +356,50 @@ def upload_model():
 
     return upload
 
+
+
+class PrivateRedis:
+    """A redis-server of the test's own on a free loopback port, keeping its
+    data in an append-only file synced on every write (a broker that comes
+    back with its queues), which a test may kill -9 and start again on the
+    same port: the shared Redis of this machine is never touched."""
+
+    def __init__(self, spawn, wait_for, folder: Path):
+        self.spawn, self.wait_for, self.folder = spawn, wait_for, folder
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.proc: subprocess.Popen | None = None
+        self.starts = 0
+        folder.mkdir(parents=True, exist_ok=True)
+
+    def start(self) -> None:
+        """Start the server and wait until it answers PING."""
+        import redis
+
+        self.starts += 1
+        self.proc, log = self.spawn(f"redis-{self.starts}", [
+            "redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.folder),
+            "--appendonly", "yes", "--appendfsync", "always", "--save", "", "--protected-mode", "no",
+        ], dict(os.environ))
+
+        def answers() -> bool:
+            assert self.proc.poll() is None, log.read_text(errors="replace")
+            try:
+                return redis.Redis.from_url(self.url, socket_timeout=1).ping()
+            except redis.RedisError:
+                return False
+
+        self.wait_for(answers, 30, f"redis-server on port {self.port}", log, every_s=0.1)
+
+    def kill(self) -> None:
+        """SIGKILL the server (no shutdown, no final save)."""
+        os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=10)
+
+
+@pytest.fixture
+def private_redis(spawn, wait_for, tmp_path) -> PrivateRedis:
+    """A started :class:`PrivateRedis` (stopped at teardown by ``spawn``)."""
+    server = PrivateRedis(spawn, wait_for, tmp_path / "redis")
+    server.start()
+    return server
