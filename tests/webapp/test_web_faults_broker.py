@@ -3,8 +3,8 @@ queued (issue 11): a private redis-server (the broker, result backend and
 channel layer of this test's whole service: daphne, a run worker, an agents
 worker) is killed with SIGKILL and started again on the same port with its
 append-only file.  The running run and the queued one both end (finished,
-or failed with a message; never stuck), and the service takes a new run
-afterwards.  The machine's shared Redis is never touched."""
+or failed with a message; never stuck), a run uploaded during the outage
+is failed at once saying so, and the service takes a new run afterwards.  The machine's shared Redis is never touched."""
 import time
 
 import pytest
@@ -44,7 +44,8 @@ def test_a_running_and_a_queued_run_survive_a_broker_restart_and_a_new_run_follo
     broker = {"REDIS_URL": private_redis.url}
     proc, log = start_worker("worker", **broker)
     start_worker("agents", "-Q", settings.LEGO_AGENT_QUEUE, "--pool", "threads", "--concurrency", "4", **broker)
-    port, server_log = daphne({**service_env, "LEGO_VAR_DIR": str(settings.MEDIA_ROOT.parent), **broker})
+    port, server_log = daphne({**service_env, "LEGO_VAR_DIR": str(settings.MEDIA_ROOT.parent), "LEGO_MAX_RUNS_IN_FLIGHT": "3",
+                               **broker})
     api = requests.Session()
     api.headers["Authorization"] = f"Token {Token.objects.create(user=user).key}"
     api.trust_env = False  # loopback: no proxy
@@ -64,7 +65,11 @@ def test_a_running_and_a_queued_run_survive_a_broker_restart_and_a_new_run_follo
     assert state(queued) == "queued"
 
     private_redis.kill()
-    time.sleep(OUTAGE_S)
+    outage = time.monotonic()
+    response = api.post(f"http://127.0.0.1:{port}/api/runs/", files={"model": ("during.py", good_model)}, timeout=60)
+    assert response.status_code == 201, response.text[:2000]  # sent while the broker is down: failed, not left queued
+    assert response.json()["state"] == "failed" and "run queue could not be reached" in response.json()["error_message"]
+    time.sleep(max(0.0, outage + OUTAGE_S - time.monotonic()))
     assert state(running) == "running" and state(queued) == "queued"
     private_redis.start()
 
