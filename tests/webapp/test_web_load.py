@@ -31,9 +31,13 @@ pytestmark = [pytest.mark.load, pytest.mark.django_db(transaction=True)]
 VIEWERS = {0: 200, 1: 5, 2: 5}  # run index -> websocket viewers
 EVENTS = 300  # per run
 PER_S = 60  # events per second per run, in bursts of 10
-# bounds for a loaded 2-core CI machine (measured figures: the report / docstring of the test)
-MIN_EVENTS_PER_S = 3000
-MAX_P99_S = 5.0
+# Bounds for a loaded 2-core machine.  Measured on the 2-core dev machine
+# (2026-12-01, other agents' work beside it): 8,857 events/s, p99 1.65 s
+# at load average 3.7; 6,900-7,800 events/s, p99 4.8 s at load average
+# 5-6 (past ~4 s some wake-ups come too late and the 5 s poll delivers).
+# Before read_batch loaded run_id with the events: 1,284 events/s, p99 45 s.
+MIN_EVENTS_PER_S = 2500
+MAX_P99_S = 10.0
 
 WRITER = r'''
 import os, sys, time
@@ -118,8 +122,8 @@ async def watch_all(urls: list[tuple[int, str]], origin: str, start) -> tuple[li
 def test_200_viewers_of_one_run_get_every_event_once_in_order_while_three_runs_go_on(
     make_run, service_env, spawn, daphne, wait_for, tmp_path
 ):
-    """Measured on the 2-core dev machine with other agents' work beside it:
-    see the printed line (events/s, p99); the bounds are a few times looser."""
+    """Every viewer gets seq 1..300 of its run once, in order, then ``end``
+    (close 1000); the delivery figures stay within the bounds above."""
     runs = [make_run(state=Run.State.RUNNING) for _ in VIEWERS]
     shares = [run.create_share_token() for run in runs]
     env = {**service_env, "LEGO_EVENT_POLL_S": "5"}  # the production poll: deliveries come from the wake-ups
