@@ -84,5 +84,6 @@ def test_a_running_and_a_queued_run_survive_a_broker_restart_and_a_new_run_follo
     assert after.state == "finished", (after.error_message, log.read_text()[-4000:])
     assert proc.poll() is None
     worker_log = log.read_text(errors="replace")  # the outage really reached the worker, which reconnected
-    assert "Connection to broker lost" in worker_log and worker_log.count(f"Connected to redis://:**@127.0.0.1:{private_redis.port}") >= 2
+    connected = f"Connected to redis://:**@127.0.0.1:{private_redis.port}"
+    assert "Connection to broker lost" in worker_log and worker_log.count(connected) >= 2
     assert "Exception inside application" not in server_log.read_text(errors="replace")

@@ -67,7 +67,8 @@ def test_a_hanging_and_a_segfaulting_upload_fail_readably_and_the_worker_goes_on
     segfault = upload_model(client, "segfault.py", SEGFAULTING_MODEL)
     wait_for(lambda: run_state(segfault) not in ("queued", "running"), 120, "the segfaulting run to end", log)
     assert segfault.state == "failed", (segfault.state, segfault.error_message)
-    assert "killed by SIGSEGV" in segfault.error_message and "crash in native code" in segfault.error_message, segfault.error_message
+    message = segfault.error_message
+    assert "killed by SIGSEGV" in message and "crash in native code" in message, message
     assert proc.poll() is None  # the worker survived both
     print(f"\nhanging forward failed {took:.1f} s after it started: {hanging.error_message}\n"
           f"segfault: {segfault.error_message}")
