@@ -225,27 +225,38 @@ def poll_until(predicate, timeout_s: float, what: str, log: Path | None = None, 
 
 
 @pytest.fixture
-def start_worker(spawn, wait_for, media_root, settings, tmp_path):
-    """``start_worker(name, *celery_args, **env)`` starts ``celery -A
-    webapp.config worker`` on the test database, this session's queues and
-    Redis, with MEDIA_ROOT shared and a kernel cache of its own (so agents
-    are really asked), waits until it is ready and returns ``(proc, log)``.
-    Without ``-Q`` it consumes the run queue."""
+def service_env(settings) -> dict:
+    """The environment of a server or worker process on this test's
+    database (PostgreSQL) and this session's Redis and queues; skips the
+    test when the settings are not PostgreSQL + Redis."""
     from django.db import connection
 
     db = connection.settings_dict
     if db["ENGINE"] != "django.db.backends.postgresql" or not settings.CELERY_BROKER_URL.startswith("redis"):
         pytest.skip("this test runs against PostgreSQL and Redis (see webapp/config/settings/test.py)")
     auth = db["USER"] + (f":{db['PASSWORD']}" if db["PASSWORD"] else "")
+    return {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "webapp.config.settings.test",
+        "DATABASE_URL": f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}",
+        "REDIS_URL": settings.REDIS_URL,
+        "TRITON_INTERPRET": os.environ.get("TRITON_INTERPRET", "1"),
+    }
+
+
+@pytest.fixture
+def start_worker(spawn, wait_for, media_root, settings, tmp_path, service_env):
+    """``start_worker(name, *celery_args, **env)`` starts ``celery -A
+    webapp.config worker`` on the test database, this session's queues and
+    Redis, with MEDIA_ROOT shared and a kernel cache of its own (so agents
+    are really asked), waits until it is ready and returns ``(proc, log)``.
+    Without ``-Q`` it consumes the run queue."""
 
     def start(name: str, *celery_args: str, **extra_env: str) -> tuple[subprocess.Popen, Path]:
         env = {
-            **os.environ,
-            "DJANGO_SETTINGS_MODULE": "webapp.config.settings.test",
-            "DATABASE_URL": f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}",
+            **service_env,
             "LEGO_VAR_DIR": str(media_root.parent),
             "LEGO_CACHE_DIR": str(tmp_path / "kernel-cache"),
-            "TRITON_INTERPRET": os.environ.get("TRITON_INTERPRET", "1"),
             **extra_env,
         }
         argv = [sys.executable, "-m", "celery", "-A", "webapp.config", "worker", "--loglevel", "INFO",
@@ -293,3 +304,102 @@ def check_download(tmp_path):
         return names
 
     return check
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def daphne(spawn, wait_for):
+    """``daphne(env)`` serves ``webapp.config.asgi:application`` with daphne
+    on a free loopback port, waits until it listens and returns ``(port,
+    log)``."""
+    import socket
+
+    def serve(env: dict) -> tuple[int, Path]:
+        port = free_port()
+        proc, log = spawn("daphne", [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
+                                     "webapp.config.asgi:application"], env)
+
+        def listening() -> bool:
+            assert proc.poll() is None, log.read_text(errors="replace")[-4000:]
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                return True
+            except OSError:
+                return False
+
+        wait_for(listening, 60, f"daphne on port {port}", log, every_s=0.1)
+        return port, log
+
+    return serve
+
+
+@pytest.fixture
+def upload_model():
+    """``upload_model(client, name, content, overrides="")`` posts the new-run
+    form as the client's user and returns the saved Run (sent to the run queue)."""
+    from django.core.files.uploadedfile import SimpleUploadedFile
+    from django.urls import reverse
+
+    def upload(client, name: str, content: bytes, overrides: str = "") -> Run:
+        response = client.post(reverse("runs:new"), {"upload": SimpleUploadedFile(name, content), "overrides": overrides,
+                                                     "dtype": "fp32", "device": "cpu"})
+        assert response.status_code == 302, response.content.decode()[:2000]
+        return Run.objects.get(pk=response["Location"].rstrip("/").split("/")[-1])
+
+    return upload
+
+
+
+class PrivateRedis:
+    """A redis-server of the test's own on a free loopback port, keeping its
+    data in an append-only file synced on every write (a broker that comes
+    back with its queues), which a test may kill -9 and start again on the
+    same port: the shared Redis of this machine is never touched."""
+
+    def __init__(self, spawn, wait_for, folder: Path):
+        self.spawn, self.wait_for, self.folder = spawn, wait_for, folder
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.proc: subprocess.Popen | None = None
+        self.starts = 0
+        folder.mkdir(parents=True, exist_ok=True)
+
+    def start(self) -> None:
+        """Start the server and wait until it answers PING."""
+        import redis
+
+        self.starts += 1
+        self.proc, log = self.spawn(f"redis-{self.starts}", [
+            "redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.folder),
+            "--appendonly", "yes", "--appendfsync", "always", "--save", "", "--protected-mode", "no",
+        ], dict(os.environ))
+
+        def answers() -> bool:
+            assert self.proc.poll() is None, log.read_text(errors="replace")
+            try:
+                return redis.Redis.from_url(self.url, socket_timeout=1).ping()
+            except redis.RedisError:
+                return False
+
+        self.wait_for(answers, 30, f"redis-server on port {self.port}", log, every_s=0.1)
+
+    def kill(self) -> None:
+        """SIGKILL the server (no shutdown, no final save)."""
+        os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=10)
+
+
+@pytest.fixture
+def private_redis(spawn, wait_for, tmp_path) -> PrivateRedis:
+    """A started :class:`PrivateRedis` (stopped at teardown by ``spawn``)."""
+    server = PrivateRedis(spawn, wait_for, tmp_path / "redis")
+    server.start()
+    return server

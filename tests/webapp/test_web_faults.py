@@ -338,3 +338,31 @@ def test_a_user_with_runs_in_flight_at_the_limit_is_refused_with_a_message(
     response = upload_form(user_client, good_model)
     assert response.status_code == 302
     assert Run.objects.filter(owner=user, state="queued").count() == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_run_the_broker_does_not_take_is_failed_with_the_reason_not_left_queued(api, user_client, good_model, monkeypatch,
+                                                                                    settings):
+    """An upload while the broker is down (kombu's OperationalError after
+    its retries; test_web_faults_broker.py does it with a real broker): the
+    run is failed at once saying so, on the API and the page, and does not
+    count against the user's runs in flight."""
+    from django.core.files.uploadedfile import SimpleUploadedFile
+    from kombu.exceptions import OperationalError
+
+    from webapp.runs import tasks
+
+    def refused(run_id):
+        raise OperationalError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
+
+    monkeypatch.setattr(tasks, "queue_run", refused)
+    for _ in range(settings.LEGO_MAX_RUNS_IN_FLIGHT):
+        response = api.post(reverse("api:runs"), {"model": SimpleUploadedFile("m.py", good_model)}, format="multipart")
+        assert response.status_code == 201, response.content
+        assert response.json()["state"] == "failed" and response.json()["error_message"] == tasks.QUEUE_UNREACHABLE_MESSAGE
+    page = user_client.post(reverse("runs:new"), {"upload": SimpleUploadedFile("m.py", good_model), "overrides": "",
+                                                  "dtype": "fp32", "device": "cpu"}, follow=True)
+    assert "The run queue could not be reached" in page.content.decode()
+    runs = list(Run.objects.all())
+    assert len(runs) == settings.LEGO_MAX_RUNS_IN_FLIGHT + 1 and {r.state for r in runs} == {"failed"}
+    assert [e.data["error_type"] for r in runs for e in r.events.all()] == [tasks.QUEUE_UNREACHABLE_TYPE] * len(runs)

@@ -272,6 +272,18 @@ def test_replay_of_a_finished_run_with_thousands_of_events(make_run, user, clien
     assert end["last_seq"] == count
 
 
+@pytest.mark.django_db
+def test_a_batch_is_read_in_a_fixed_number_of_queries(make_run, django_assert_max_num_queries):
+    """Every viewer reads every batch itself (200 viewers of one run: 200
+    reads per wake-up), so a read must not cost a query per event (it did:
+    ``event_json`` read the deferred ``run_id`` of each event again; the
+    load test's p99 was 45 s)."""
+    run = make_run(state=Run.State.RUNNING)
+    store_events(run, realistic_events(300))
+    with django_assert_max_num_queries(4):
+        batch = consumers.read_batch(run.id, 0)
+    assert len(batch.events) == 300
+
 @pytest.mark.django_db(transaction=True)
 def test_big_events_are_split_by_size(make_run, user, client):
     """Messages stay near BATCH_BYTES even when single events are large."""

@@ -119,8 +119,9 @@ def claim(run_id: str, worker: str) -> Run | None:
 
 
 def run_config(owner_id: int | None = None) -> OptimizeConfig:
-    """The optimizer's knobs for a web run: its time limit, how many agents
-    work at once and, with fan-out on, that they run on the agents queue.
+    """The optimizer's knobs for a web run: its time limits (the run's, and
+    loading the file's), how many agents work at once and, with fan-out on,
+    that they run on the agents queue.
 
     The kernel cache is the owner's own (``LEGO_CACHE_DIR/user-<id>``):
     an entry comes from a run of uploaded code, which chooses what its
@@ -131,6 +132,7 @@ def run_config(owner_id: int | None = None) -> OptimizeConfig:
     cache_dir = Path(settings.LEGO_CACHE_DIR)
     return OptimizeConfig(
         timeout_s=settings.LEGO_RUN_TIMEOUT_S,
+        load_timeout_s=settings.LEGO_LOAD_TIMEOUT_S,
         agents=settings.LEGO_AGENTS,
         agent_pool=FANOUT_POOL if settings.LEGO_AGENT_FANOUT else None,
         cache_dir=str(cache_dir / f"user-{owner_id}" if owner_id is not None else cache_dir / "shared"),

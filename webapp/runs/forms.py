@@ -51,7 +51,9 @@ class RunForm(forms.ModelForm):
 
     def submit(self, owner) -> Run:
         """Save the valid form as ``owner``'s run and queue its optimization
-        once the transaction commits (the page and the JSON API both use it).
+        once the transaction commits (the page and the JSON API both use it);
+        a run the broker does not take is failed at once with the reason
+        (``tasks.queue_run_or_fail``) and returned so.
         When the row cannot be saved, the stored upload and its folders are
         removed again before the error propagates: no orphan files.
         Raises ``queue.RunLimitReached`` (nothing saved, no file written)
@@ -66,14 +68,17 @@ class RunForm(forms.ModelForm):
         # letters, digits, -, _ and . only: the name is shown on pages and names the download
         run.original_filename = get_valid_filename(Path(self.cleaned_data["upload"].name).name)
         run.override_order = list(self.cleaned_data["overrides"])  # as typed (jsonb reorders keys)
+        sent: list[bool] = []
         try:
             with transaction.atomic():
                 queue.check_in_flight_limit(owner)
                 run.save()
-                transaction.on_commit(lambda: tasks.queue_run(str(run.id)))
+                transaction.on_commit(lambda: sent.append(tasks.queue_run_or_fail(str(run.id))))
         except BaseException:
             remove_stored_upload(run)
             raise
+        if sent == [False]:  # the broker did not take it: the run was failed with the reason
+            run.refresh_from_db()
         return run
 
 

@@ -17,10 +17,21 @@ process dies, so its next delivery can fail the run with the reason
 with a message), its hard limit kills the pool process.  Its task id is the
 run's id, so a cancel can revoke it (``lifecycle.cancel_run``).
 """
+import logging
+
 from celery import shared_task
 from django.conf import settings
 
 from webapp.runs import execution, heartbeat, lifecycle
+from webapp.runs.models import Run
+
+log = logging.getLogger(__name__)
+
+QUEUE_UNREACHABLE_TYPE = "QueueUnreachable"
+QUEUE_UNREACHABLE_MESSAGE = (
+    "The run queue could not be reached when this run was sent (the broker is down or restarting), "
+    "so nothing ran. Upload the model again in a minute."
+)
 
 
 @shared_task(
@@ -43,6 +54,21 @@ def optimize_run(self, run_id: str) -> None:
 def queue_run(run_id) -> None:
     """Send ``runs.optimize`` for a saved run, with the run's id as the task id."""
     optimize_run.apply_async((str(run_id),), task_id=str(run_id))
+
+
+def queue_run_or_fail(run_id) -> bool:
+    """``queue_run``; when the broker does not take the message (kombu gives
+    up after its publish retries, about a second), the run is failed at once
+    with ``QUEUE_UNREACHABLE_MESSAGE`` instead of staying queued with no
+    message anywhere.  Returns whether it was sent; never raises."""
+    try:
+        queue_run(run_id)
+    except Exception:  # noqa: BLE001 - any failure to publish leaves the run unsent
+        log.exception("could not send run %s to the run queue", run_id)
+        lifecycle.end_run(run_id, Run.State.FAILED, QUEUE_UNREACHABLE_MESSAGE, QUEUE_UNREACHABLE_TYPE,
+                          only_from=(Run.State.QUEUED,))
+        return False
+    return True
 
 
 @shared_task(name="runs.reap", ignore_result=True)

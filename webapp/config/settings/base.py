@@ -11,6 +11,9 @@ Environment variables:
 - ``LEGO_VAR_DIR``: where the database file, the broker folder and media
   (uploads and each run's output) live; default ``var/`` in the repository.
 - ``LEGO_RUN_TIMEOUT_S``: wall-clock limit of one optimization run.
+- ``LEGO_LOAD_TIMEOUT_S``: limit on loading the uploaded file (import,
+  get_inputs, building the model and running forward once; default 300 s);
+  past it the run fails saying so.
 - ``LEGO_CELERY_QUEUE``: the queue runs go to (default ``lego``), the GPU
   queue: one worker per GPU, concurrency 1.
 - ``LEGO_AGENT_FANOUT``: send agent calls to Celery workers of the agents
@@ -244,6 +247,7 @@ REST_FRAMEWORK = {
 
 # --- LEGO ----------------------------------------------------------------------
 LEGO_RUN_TIMEOUT_S = float(env("LEGO_RUN_TIMEOUT_S", "3600"))
+LEGO_LOAD_TIMEOUT_S = float(env("LEGO_LOAD_TIMEOUT_S", "300"))
 LEGO_AGENT_FANOUT = env_bool("LEGO_AGENT_FANOUT", True)
 LEGO_AGENTS = int(env("LEGO_AGENTS", "4"))
 LEGO_AGENT_TIMEOUT_S = float(env("LEGO_AGENT_TIMEOUT_S", "300"))
@@ -265,7 +269,7 @@ LEGO_MAX_RUNS_IN_FLIGHT = int(env("LEGO_MAX_RUNS_IN_FLIGHT", "2"))
 # plus the file's load limit): the soft one raises in the task (the run
 # fails with a message), the hard one kills the pool process (the run is
 # failed on the message's next delivery, or by the reaper)
-LEGO_RUN_SOFT_LIMIT_S = LEGO_RUN_TIMEOUT_S + 360
+LEGO_RUN_SOFT_LIMIT_S = LEGO_RUN_TIMEOUT_S + LEGO_LOAD_TIMEOUT_S + 60
 LEGO_RUN_HARD_LIMIT_S = LEGO_RUN_SOFT_LIMIT_S + 60
 if REDIS_URL:
     # with acks_late, Redis hands an unacknowledged message to another
