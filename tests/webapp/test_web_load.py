@@ -149,6 +149,7 @@ def test_200_viewers_of_one_run_get_every_event_once_in_order_while_three_runs_g
         assert result["end"] == {"type": "end", "state": "finished", "last_seq": EVENTS}, result["end"]
         assert result["close_code"] == 1000
     assert "Exception inside application" not in server_log.read_text(errors="replace"), server_log.read_text()[-3000:]
+    assert "Too many connections" not in server_log.read_text(errors="replace"), "viewers could not leave the run group: the channel layer pool is too small"
 
     latencies = sorted(x for _, r in results for x in r["latencies"])
     delivered = len(latencies)

@@ -30,7 +30,11 @@ import uuid
 
 log = logging.getLogger(__name__)
 
-THROTTLE_S = 0.05  # at most one wake-up per run per 50 ms
+# at most one wake-up per run per 200 ms: each goes to every viewer's channel,
+# so 200 viewers of one run at 50 ms were 4,000 messages/s into one daphne
+# process, and under CPU load late wake-ups left delivery to the 5 s poll
+# (tests/webapp/test_web_load.py: p99 4.9 s at 50 ms, 1.1 s at 200 ms)
+THROTTLE_S = 0.2
 SEND_TIMEOUT_S = 2.0  # a group_send that takes longer is given up (logged)
 WAKEUP = "run.wakeup"
 

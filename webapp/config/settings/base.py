@@ -228,7 +228,9 @@ if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": None}]},
+            # redis-py's pool raises past max_connections (100 by default) instead of
+            # waiting: 200 viewers leaving a run at once failed to leave its group
+            "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": None, "max_connections": 1000}]},
         }
     }
 else:
