@@ -366,3 +366,38 @@ def test_a_run_the_broker_does_not_take_is_failed_with_the_reason_not_left_queue
     runs = list(Run.objects.all())
     assert len(runs) == settings.LEGO_MAX_RUNS_IN_FLIGHT + 1 and {r.state for r in runs} == {"failed"}
     assert [e.data["error_type"] for r in runs for e in r.events.all()] == [tasks.QUEUE_UNREACHABLE_TYPE] * len(runs)
+
+
+def test_a_queued_run_whose_message_was_lost_is_sent_again_by_the_reaper(make_run, settings, monkeypatch):
+    """A Redis broker restarted without its data (test_web_faults_broker.py
+    saw it) loses the message of a queued run: with the worker idle the run
+    would wait forever.  The reaper sends the task again once the run has
+    been queued LEGO_RESEND_QUEUED_S since its last send, once per interval;
+    running and ended runs, and runs sent recently, are left alone, and a
+    broker that still refuses is tried at the next reap."""
+    from webapp.runs import tasks
+
+    settings.LEGO_RESEND_QUEUED_S = 300
+    now = timezone.now()
+    lost = make_run(state=Run.State.QUEUED, sent_at=now - datetime.timedelta(seconds=301))
+    recent = make_run(state=Run.State.QUEUED, sent_at=now - datetime.timedelta(seconds=30))
+    running = make_run(state=Run.State.RUNNING, sent_at=now - datetime.timedelta(seconds=900), started_at=now)
+    cancelled = make_run(state=Run.State.CANCELLED, sent_at=now - datetime.timedelta(seconds=900))
+    sent = []
+    monkeypatch.setattr(tasks.optimize_run, "apply_async", lambda args, task_id: sent.append(task_id))
+    assert tasks.resend_lost_runs() == [lost.pk] and sent == [str(lost.pk)]
+    lost.refresh_from_db()
+    assert lost.sent_at >= now and lost.state == Run.State.QUEUED
+    assert tasks.resend_lost_runs() == [] and len(sent) == 1  # not again within the interval
+    for run in (recent, running, cancelled):
+        run.refresh_from_db()
+    assert recent.sent_at < now and running.state == Run.State.RUNNING and cancelled.state == Run.State.CANCELLED
+
+    def refused(args, task_id):
+        raise ConnectionError("broker still down")
+
+    Run.objects.filter(pk=lost.pk).update(sent_at=now - datetime.timedelta(seconds=600))
+    monkeypatch.setattr(tasks.optimize_run, "apply_async", refused)
+    assert tasks.resend_lost_runs() == []
+    lost.refresh_from_db()
+    assert lost.sent_at < now - datetime.timedelta(seconds=500)  # tried again at the next reap

@@ -74,6 +74,10 @@ class Run(models.Model):
     # the read-only share link's secret (secrets.token_urlsafe(32), 256 bits);
     # empty when the run is not shared; revoking clears it for good
     share_token = models.CharField(max_length=64, blank=True, default="", db_index=True)
+    # when the run's task message was last sent to the run queue: a queued
+    # run whose message a broker restart lost is sent again by the reaper
+    # (``tasks.resend_lost_runs``) once this is LEGO_RESEND_QUEUED_S old
+    sent_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

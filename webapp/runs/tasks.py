@@ -9,7 +9,8 @@ model, on the network), so its workers use a thread pool with higher
 concurrency (``--pool threads --concurrency N``) and need no GPU.
 ``runs.reap`` (Celery beat, every ``LEGO_REAP_EVERY_S``) goes to the agents
 queue too, whose worker is never busy with a run: it fails the runs whose
-worker stopped answering.
+worker stopped answering, and sends again the task of a run still queued
+long after its message went out (a broker restarted without its data).
 
 ``runs.optimize`` is acknowledged late and rejected (requeued) when its pool
 process dies, so its next delivery can fail the run with the reason
@@ -17,10 +18,13 @@ process dies, so its next delivery can fail the run with the reason
 with a message), its hard limit kills the pool process.  Its task id is the
 run's id, so a cancel can revoke it (``lifecycle.cancel_run``).
 """
+import datetime
 import logging
 
 from celery import shared_task
 from django.conf import settings
+from django.db.models import Q
+from django.utils import timezone
 
 from webapp.runs import execution, heartbeat, lifecycle
 from webapp.runs.models import Run
@@ -52,8 +56,37 @@ def optimize_run(self, run_id: str) -> None:
 
 
 def queue_run(run_id) -> None:
-    """Send ``runs.optimize`` for a saved run, with the run's id as the task id."""
+    """Send ``runs.optimize`` for a saved run, with the run's id as the task
+    id, and record when (``Run.sent_at``)."""
     optimize_run.apply_async((str(run_id),), task_id=str(run_id))
+    Run.objects.filter(pk=run_id).update(sent_at=timezone.now())
+
+
+def resend_lost_runs(now: datetime.datetime | None = None) -> list:
+    """Send again the task of every run still queued whose message went out
+    more than ``LEGO_RESEND_QUEUED_S`` ago (or never, as far as the database
+    knows): a broker restarted without its data (a Redis with no
+    persistence) loses queued messages, and such a run would otherwise wait
+    forever with the worker idle.  Harmless when the first message is still
+    there: the task does nothing for a run that is no longer queued
+    (``execution.claim``), so a long queue only gains one no-op message per
+    waiting run per interval.  A send the broker refuses is logged and tried
+    at the next reap.  Returns the ids sent."""
+    cutoff = (now or timezone.now()) - datetime.timedelta(seconds=settings.LEGO_RESEND_QUEUED_S)
+    waiting = Run.objects.filter(state=Run.State.QUEUED).filter(
+        Q(sent_at__lt=cutoff) | Q(sent_at__isnull=True, created_at__lt=cutoff)
+    )
+    sent = []
+    for run_id in waiting.values_list("pk", flat=True):
+        try:
+            queue_run(run_id)
+        except Exception:  # noqa: BLE001 - the broker is still away: the next reap tries again
+            log.warning("could not send run %s to the run queue again", run_id, exc_info=True)
+            continue
+        sent.append(run_id)
+    if sent:
+        log.warning("sent %d queued run(s) to the run queue again (no worker had taken them): %s", len(sent), ", ".join(map(str, sent)))
+    return sent
 
 
 def queue_run_or_fail(run_id) -> bool:
@@ -73,8 +106,9 @@ def queue_run_or_fail(run_id) -> bool:
 
 @shared_task(name="runs.reap", ignore_result=True)
 def reap() -> int:
-    """Fail the running runs whose heartbeat stopped; returns how many."""
-    return len(lifecycle.reap_stuck_runs())
+    """Fail the running runs whose heartbeat stopped and send again the
+    queued runs whose message may be lost; returns how many runs it touched."""
+    return len(lifecycle.reap_stuck_runs()) + len(resend_lost_runs())
 
 
 @shared_task(bind=True, name="runs.propose", ignore_result=False, track_started=True)

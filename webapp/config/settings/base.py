@@ -264,6 +264,9 @@ LEGO_CACHE_DIR = env("LEGO_CACHE_DIR", str(VAR_DIR / "kernel-cache"))
 LEGO_HEARTBEAT_S = float(env("LEGO_HEARTBEAT_S", "5"))
 LEGO_HEARTBEAT_TIMEOUT_S = float(env("LEGO_HEARTBEAT_TIMEOUT_S", "45"))
 LEGO_REAP_EVERY_S = float(env("LEGO_REAP_EVERY_S", "15"))
+# the reaper also sends again the task of a run still queued this long after
+# its message went out (a broker restarted without its data lost it)
+LEGO_RESEND_QUEUED_S = float(env("LEGO_RESEND_QUEUED_S", "300"))
 # runs one user may have queued or running at once; more are refused with a
 # message (so one user's runs cannot fill the queue before another's)
 LEGO_MAX_RUNS_IN_FLIGHT = int(env("LEGO_MAX_RUNS_IN_FLIGHT", "2"))
