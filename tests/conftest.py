@@ -1,10 +1,10 @@
 """Fixtures shared by every test package: the reference models in ../shared."""
 import json
-import os
-import tempfile
 from pathlib import Path
 
 import pytest
+
+from webapp.config.settings.test_session import own_test_session_names
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_MODELS = REPO.parent / "shared" / "models"
@@ -13,7 +13,7 @@ SHARED_MODELS = REPO.parent / "shared" / "models"
 # it): tests never read ~/.cache, and a test that counts agent calls is not
 # answered by an earlier session's kernels.  Tests of the cache itself use
 # their own tmp_path.
-os.environ.setdefault("LEGO_CACHE_DIR", tempfile.mkdtemp(prefix="lego-test-cache-"))
+own_test_session_names()  # under pytest-xdist: per worker process
 
 
 @pytest.fixture(scope="session")
