@@ -86,9 +86,14 @@ def _tiny(folder: Path) -> dict:
 def select_models(selected: list[str] | None, tiny: bool, reference_dir: Path = MODELS_DIR, bench_dir: Path = BENCH_MODELS_DIR) -> list[Entry]:
     """The reference models then the bench's own, sorted by name in each
     group; ``selected`` names stems (with or without ``.py``) from either.
-    SystemExit naming both folders for an unknown name."""
+    SystemExit naming both folders for an unknown name, and naming the
+    folder when one holds no model (a reference folder that did not travel
+    to a GPU machine once made a whole bench run time only the bench's own)."""
     entries = []
     for group, folder in (("reference", reference_dir), ("bench", bench_dir)):
+        if not any(Path(folder).glob("*.py")):  # a missing folder must not shrink the table silently
+            raise SystemExit(f"no {group} models in {folder}: set LEGO_MODELS_DIR to the folder of the reference models "
+                             f"(../shared/models beside the checkout; on a lent GPU machine carry a copy, bench/gpu_session.sh)")
         table = _tiny(folder) if tiny else {}
         for path in sorted(folder.glob("*.py")):
             entries.append(Entry(path.stem, str(path), group, dict(table.get(path.name, {}))))

@@ -101,3 +101,12 @@ def test_geomean_and_failed_rows():
     assert row["verified"] is False and row["lego_vs_eager"] is None
     table = gm.format_table([row], "bf16", {})
     assert "error: GPU 1 worker exited 1" in table and "verified 0/1" in table
+
+
+def test_a_missing_reference_folder_is_an_error_not_a_shorter_table(tmp_path):
+    """On a GPU machine ../shared/models did not travel with the tree, and a
+    whole bench run timed only the bench's own six models without a word."""
+    with pytest.raises(SystemExit, match=r"no reference models in .*LEGO_MODELS_DIR"):
+        gm.select_models(None, tiny=False, reference_dir=tmp_path / "absent")
+    with pytest.raises(SystemExit, match="no bench models in"):
+        gm.select_models(["gpt_stack"], tiny=False, bench_dir=tmp_path)

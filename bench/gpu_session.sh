@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# One GPU session's measurements, started in the background on a lent GPU
+# machine whose commands may last 10 minutes each (the device tool):
+#
+#   bash bench/gpu_session.sh start     # snapshot the tree, start the job (setsid), return at once
+#   bash bench/gpu_session.sh wait N    # wait up to N s for the job, print its progress
+#   bash bench/gpu_session.sh collect D # copy logs, JSON and every model's report.json into D
+#
+# The job runs from a snapshot of the working tree (later calls re-copy the
+# tree under the repo root; the running job must not see files change), in
+# this order: the timing-hack check (bench/gpu_checks/check_hacks.py, beside
+# the first searches: its verdicts do not depend on a quiet GPU), then
+# `bench/gpu_models.py` for each dtype in $DTYPES (searches in $LANES lanes on
+# the one GPU, every timing holding it alone; then each model timed alone).
+# The reference models (../shared/models) do not travel with the working tree:
+# copy them into .device_carry/models (git-ignored) and name .device_carry in
+# the device call's carry; the job then finds them there (LEGO_MODELS_DIR).
+# Settings: LANES (default 0,0,0,0,0,0), DTYPES ("bf16 fp32"), MODELS (all),
+# MAX_SEARCH_S (45), REP (50), SEARCH_BUDGET_S (450 per dtype).
+set -u
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+WORK=${GPU_SESSION_DIR:-/root/lego-gpu-session}
+LOG=$WORK/log
+case "${1:-}" in
+start)
+  rm -rf "$WORK"; mkdir -p "$LOG"
+  cp -a "$ROOT" "$WORK/tree"
+  if [ -z "${LEGO_MODELS_DIR:-}" ] && [ -d "$WORK/tree/.device_carry/models" ]; then
+    export LEGO_MODELS_DIR="$WORK/tree/.device_carry/models"
+  fi
+  cat >"$WORK/job.sh" <<EOF
+set -u
+cd "$WORK/tree"
+${LEGO_MODELS_DIR:+export LEGO_MODELS_DIR=$LEGO_MODELS_DIR}
+export PYTHONUNBUFFERED=1 TRITON_INTERPRET=0
+nvidia-smi --query-gpu=name,memory.used,memory.total,utilization.gpu --format=csv >"$LOG/gpu.txt" 2>&1
+(python3 bench/gpu_checks/check_hacks.py >"$LOG/hacks.txt" 2>&1; echo "rc \$?" >>"$LOG/hacks.txt") &
+for dtype in ${DTYPES:-bf16 fp32}; do
+  start=\$(date +%s)
+  python3 bench/gpu_models.py --gpus ${LANES:-0,0,0,0,0,0} --dtypes \$dtype --rep ${REP:-50} \
+    ${MODELS:+--models $MODELS} --timeout 300 --search-budget ${SEARCH_BUDGET_S:-450} \
+    --search-arg=--max-search-time=${MAX_SEARCH_S:-45} --out-dir "$WORK/out" --results-dir "$WORK/results" \
+    >"$LOG/bench-\$dtype.txt" 2>&1
+  echo "rc \$? wall \$(( \$(date +%s) - start )) s" >>"$LOG/bench-\$dtype.txt"
+done
+wait
+echo done >"$LOG/DONE"
+EOF
+  setsid nohup bash "$WORK/job.sh" >"$LOG/job.txt" 2>&1 </dev/null &
+  echo "started: $WORK/job.sh"
+  ;;
+wait)
+  limit=${2:-500}; t0=$(date +%s)
+  while [ ! -e "$LOG/DONE" ] && [ $(( $(date +%s) - t0 )) -lt "$limit" ]; do sleep 10; done
+  for f in "$LOG"/bench-*.txt; do [ -e "$f" ] && { echo "== $f"; grep -E '^\[|rc |geomean|written' "$f" | tail -40; }; done
+  [ -e "$LOG/DONE" ] && echo "JOB DONE" || echo "JOB RUNNING"
+  ;;
+collect)
+  dest=${2:?destination folder}; mkdir -p "$dest"
+  cp "$WORK"/results/*.json "$dest"/ 2>/dev/null  # at most 8 files come back: logs and reports as two archives
+  tar czf "$dest/logs.tar.gz" -C "$LOG" .
+  (cd "$WORK/out" 2>/dev/null && tar czf "$dest/reports.tar.gz" $(ls -d */report.json */FAILED.json 2>/dev/null))
+  ls -la "$dest"
+  ;;
+*)
+  echo "usage: $0 start | wait SECONDS | collect FOLDER" >&2; exit 2
+  ;;
+esac
