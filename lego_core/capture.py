@@ -14,6 +14,7 @@ import dataclasses
 import re
 import sys
 import traceback
+import warnings
 from typing import Any, Callable
 
 import torch
@@ -21,6 +22,7 @@ import torch.fx as fx
 from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind
 
+from lego_core import capture_errors
 from lego_core.faithful_capture import check_fast_paths, check_stateless
 from lego_core.problem import Problem, ProblemError
 
@@ -314,8 +316,12 @@ def capture_graph(problem: Problem, channels_last: bool = False) -> Graph:
 
     ``nn.MultiheadAttention``'s fused fast path is turned off while capturing
     (pytorch issue 115511) so attention decomposes into ATen ops.  Raises
-    ProblemError when torch.export cannot capture the model (data-dependent
-    control flow, unsupported Python), with torch's reason, and when the
+    ProblemError when torch.export cannot capture the model, with a message
+    and fix per failure class (``capture_errors``: data-dependent control
+    flow, a mutated constant, dynamic shapes, a non-tensor output, an
+    unsupported operation) and torch's message underneath; when forward
+    reassigns a plain tensor attribute (state torch.export would freeze as a
+    constant, ``capture_errors.state_error``); and when the
     capture could not compute what eager does (``faithful_capture``: a
     forward that writes into buffers, parameters or inputs; a fast path
     that gives other values than the captured ordinary path).
@@ -326,19 +332,17 @@ def capture_graph(problem: Problem, channels_last: bool = False) -> Graph:
     previous = torch.backends.mha.get_fastpath_enabled()
     torch.backends.mha.set_fastpath_enabled(False)
     try:
-        ep = torch.export.export(problem.model, tuple(inputs))
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            ep = torch.export.export(problem.model, tuple(inputs))
         ep = ep.run_decompositions(decomposition_table())
-    except Exception as exc:  # noqa: BLE001 - torch.export raises many types
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ProblemError(
-            f"torch.export could not capture the model: {type(exc).__name__}: {first}",
-            problem.spec.path,
-            _user_line(exc, problem.spec.path),
-            hint="LEGO needs a model that torch.export can trace with static shapes "
-            "(no data-dependent Python control flow).",
-        ) from None
+    except Exception as exc:  # noqa: BLE001 - torch.export raises many types: sorted into classes
+        raise capture_errors.explain(exc, problem.spec.path, _user_line(exc, problem.spec.path)) from None
     finally:
         torch.backends.mha.set_fastpath_enabled(previous)
+    reassigned = capture_errors.reassigned_attributes(seen)
+    if reassigned:  # captured as constants: the plan would keep the first value for ever
+        raise capture_errors.state_error(reassigned, problem.spec.path)
     # what eager computes and the graph cannot: state written back, fast paths
     check_stateless(ep, problem.spec.path)
     check_fast_paths(problem.model, inputs, problem.spec.torch_dtype, problem.spec.path)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from lego_core import e2e, output, sandbox_child
+from lego_core import e2e, fallback, output, sandbox_child
 from lego_core.agents import make_agent
 from lego_core.cache import KernelCache
 from lego_core.capture import capture_graph, layout_inputs, use_channels_last
@@ -30,6 +30,7 @@ from lego_core.memory import MemoryMeter
 from lego_core.problem import ProblemError, ProblemSpec, load_problem
 from lego_core.report import build_report
 from lego_core.search import Search, run_search
+from lego_core.search.plan import Plan
 from lego_core.search.boundary import BoundaryStore
 from lego_core.tree import FusionTree, build_tree, node_created
 from lego_core.verify_policy import seeds_record
@@ -107,16 +108,27 @@ def _run(spec: ProblemSpec, target: Path, out: Path, config: OptimizeConfig, emi
         layout = {"channels_last": channels_last, "output_strides": eager_out.get("strides")}
         kernel_files = write_output(out, graph, result.plan.items, problem, run_id, layout)  # optimized_model.py + kernels/
     _stage(emit, meter, "verify")
-    with meter.tracking():  # ModelNew runs in a fresh process (it imports the kernels); eager and the comparison here
-        check = e2e.check_end_to_end(out, problem, config.e2e_seed, fp64_device=fp64_device(problem, meter), meter=meter)
-    if not check["passed"]:
-        raise OptimizeError(f"the composed model does not match eager end to end: {check['reason']}")
+    with meter.tracking():  # eager, the fp64 truth (and torch.compile on a GPU) once, here
+        reference = e2e.reference_run(problem, config.e2e_seed, fp64_device(problem, meter), with_compile=spec.device == "cuda" and config.compare_compile)
+
+    def judge() -> dict:  # ModelNew runs in a fresh process (it imports the kernels); the judging here
+        with meter.tracking():
+            return e2e.check_end_to_end(out, problem, config.e2e_seed, meter=meter, reference=reference)
+
+    def compose(items: list) -> list:
+        return write_output(out, graph, items, problem, run_id, layout)
+
+    # a plan that fails the judge ships without the kernels at fault (bisected), else the library plan
+    delivered = fallback.deliver(result.plan.items, compose, judge, judge(), kernel_files)
+    check, kernel_files = delivered.check, delivered.kernel_files
+    if delivered.dropped:
+        result.plan = replan(delivered.items)
+        announce_dropped(emit, tree.root.id, delivered.dropped)
     _stage(emit, meter, "launch")
     with meter.tracking():
         launch = choose_launch(out, problem, config, meter=meter)  # plan or original forward, direct or CUDA graph: measured (in a fresh process)
     while launch["measured"]:  # check what ships; a variant that fails gives way to the next fastest
-        with meter.tracking():
-            shipped = e2e.check_end_to_end(out, problem, config.e2e_seed, fp64_device=fp64_device(problem, meter), meter=meter)
+        shipped = judge()
         if shipped["passed"]:
             check = dict(shipped, plan_check=check)
             break
@@ -125,7 +137,7 @@ def _run(spec: ProblemSpec, target: Path, out: Path, config: OptimizeConfig, emi
         launch = rule_out(out, launch, shipped["reason"])
     meter.enter_stage("timing")  # eager, torch.compile and the shipped model timed (GPU): its own memory peak
     timing = e2e.time_models(out, problem, config) if spec.device == "cuda" and config.timing == "auto" else None
-    report = build_report(problem, tree, result, check, timing, kernel_files, started, _versions(), launch)
+    report = build_report(problem, tree, result, check, timing, kernel_files, started, _versions(), launch, delivered.dropped)
     report["memory"] = memory_report(meter, emit, tree.root.id)
     report["layout"] = layout_report  # setting, channels_last used, fallback reason if any
     report["run_id"] = run_id
@@ -148,6 +160,20 @@ def capture(problem, channels_last: bool, layout: dict) -> tuple:
         except ProblemError as exc:
             layout.update(channels_last=False, fallback=f"channels-last capture failed: {exc}")
     return capture_graph(problem), False
+
+
+def replan(items: list) -> Plan:
+    """The plan of ``items`` after the fallback swapped some to the library: cost re-summed."""
+    cost = sum(leaf.chosen.time_ms or 0.0 for leaf in items)
+    kind = "measured" if all(leaf.chosen.time_kind == "measured" for leaf in items) else "estimated"
+    return Plan(items, cost, kind)
+
+
+def announce_dropped(emit: Sink, node_id: str, dropped: list) -> None:
+    """A transcript line (agent ``judge``, on the root) naming each kernel the end-to-end judge dropped."""
+    for item in dropped:
+        emit(TranscriptMessage(node_id=node_id, agent="judge", role="system", content=(
+            f"dropped {item['kernel']} ({item['label']}, {item['node_id']}): the library runs it instead; {item['reason']}")))
 
 
 def _model_tensors(model: torch.nn.Module) -> list:

@@ -71,10 +71,20 @@ def _tree_summary(tree: FusionTree) -> dict:
     }
 
 
-def build_report(problem, tree: FusionTree, result: SearchResult, check: dict, timing: dict | None, kernel_files: list, started: float, versions: dict, launch: dict | None = None) -> dict:
-    """The report dict (JSON-ready)."""
+def build_report(problem, tree: FusionTree, result: SearchResult, check: dict, timing: dict | None, kernel_files: list, started: float, versions: dict, launch: dict | None = None, dropped: list | None = None) -> dict:
+    """The report dict (JSON-ready).  ``dropped``: the kernels the end-to-end
+    judge took out of the plan (``fallback.Delivered.dropped``); listed in
+    ``end_to_end.dropped`` and on their sub-problem's entry (``dropped_by_judge``)."""
     leaves = result.plan.items
     entries = [_leaf_entry(leaf) for leaf in leaves]
+    dropped = list(dropped or [])
+    by_node = {item["node_id"]: item for item in dropped}
+    for entry in entries:
+        if entry["node_id"] in by_node:
+            entry["dropped_by_judge"] = {"kernel": by_node[entry["node_id"]]["kernel"], "reason": by_node[entry["node_id"]]["reason"]}
+            if "triton_candidate" in entry:
+                entry["triton_candidate"]["reason"] = "dropped by the end-to-end judge"
+    check = dict(check, dropped=dropped)
     compute = [e for e in entries if e["kind"] != "layout"]
     n_triton = sum(1 for e in entries if e["implementation"] == "triton")
     plan = {
@@ -118,6 +128,7 @@ def build_report(problem, tree: FusionTree, result: SearchResult, check: dict, t
             "library": len(compute) - n_triton,
             "e2e_max_abs_error": check["max_abs_error"],
             "e2e_passed": check["passed"],
+            "dropped_by_judge": len(dropped),
             "speedup": speedup,
             "speedup_kind": kind,
             "launch": launch.get("chosen", launch["forward"]) if launch else None,

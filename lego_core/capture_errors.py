@@ -1,0 +1,137 @@
+"""What torch.export's failures mean for a LEGO user: one message and fix per class.
+
+torch.export raises many exception types with long messages written for
+PyTorch developers.  :func:`explain` sorts a failure into one of the classes
+below (by exception type and message; first match wins) and returns a
+``ProblemError`` whose message says what happened in the model and whose
+hint says what to change; torch's own message stays underneath (its first
+line at the end of the message, all of it in the error's ``raw``).
+
+| class | seen as (torch 2.x) |
+| --- | --- |
+| ``mutated constant`` | ``Constant hidden is mutated in the forward method`` (a plain tensor attribute written in place) |
+| ``data-dependent control flow`` | ``GuardOnDataDependentSymNode``: ``Could not guard on data-dependent expression``, ``Could not extract specialized integer from data-dependent expression`` (``if x.sum() > 0``, ``int(x.max())``) |
+| ``dynamic shapes`` | ``Constraints violated``, ``ConstraintViolationError``, a dimension marked dynamic that the code specialised |
+| ``non-tensor output`` | ``Found <class ...> in output, which is not a known type`` (an object that is not a tensor, number or container of them) |
+| ``unsupported operation`` | ``Unsupported``, ``There was no fake impl registered``, ``.numpy() is not supported``, ``NotImplementedError``, an op with no Meta kernel |
+
+A forward that *reassigns* a plain tensor attribute (``self.hidden = ...``)
+does not fail torch.export: it warns and captures the attribute's value as a
+constant, so the plan would reuse the first value for ever.
+:func:`reassigned_attributes` reads those warnings; ``capture_graph`` refuses
+the model with :func:`state_error`.
+"""
+from __future__ import annotations
+
+import re
+
+from lego_core.spec import ProblemError
+
+STATE_FIX = (
+    "keep the state outside the module: pass it to forward as an input and return the new value as an output "
+    "(h = cell(x, h)), which LEGO optimizes; LEGO's plan computes outputs only and never writes module state back."
+)
+
+# (class, exception type names, message patterns, what happened, fix)
+CLASSES = (
+    ("mutated constant", (), (r"Constant (?P<name>[\w.]+) is mutated",),
+     "Model.forward writes in place into self.{name}, a plain tensor attribute (not a registered buffer or "
+     "parameter), and torch.export cannot capture a write to a constant",
+     STATE_FIX),
+    ("data-dependent control flow", ("GuardOnDataDependentSymNode", "DataDependentOutputException"),
+     (r"data-dependent", r"Dynamic control flow is not supported", r"data dependent"),
+     "Model.forward takes a Python decision on the value of a tensor (`if x.sum() > 0`, `int(x.max())` as a "
+     "size), which a captured graph cannot follow",
+     "remove the data-dependent Python control flow: compute both branches and choose with torch.where (or use "
+     "torch.cond); sizes and loop counts must come from shapes or constants, not from tensor values."),
+    ("dynamic shapes", ("ConstraintViolationError",),
+     (r"Constraints violated", r"marked .* as dynamic", r"dynamic_shapes"),
+     "the model asks for dynamic shapes (a dimension marked dynamic), but LEGO captures and optimizes one set of "
+     "static shapes, those of get_inputs()",
+     "remove torch._dynamo.mark_dynamic / torch.export.Dim annotations from the model file; LEGO specialises to "
+     "get_inputs()' shapes (optimize again with other sizes through --set)."),
+    ("non-tensor output", (),
+     (r"in output, which is not a known type", r"register a pytree", r"Unsupported .*output", r"output .* not supported"),
+     "Model.forward returns a value that is neither a tensor nor a number, nor a tuple, list or dict of them",
+     "return tensors (or tuples, lists or dicts of tensors) from forward; compute other values outside forward."),
+    ("unsupported operation", ("Unsupported", "NotImplementedError"),
+     (r"no fake impl", r"fake impl", r"is not supported", r"not implemented", r"Meta backend", r"'Meta'",
+      r"Could not run"),
+     "Model.forward calls something torch.export cannot trace: an operation without a meta/fake implementation "
+     "(a custom op, a C extension), NumPy or other non-PyTorch code on tensors, or an unsupported Python feature",
+     "use PyTorch operations only in forward (no .numpy(), no Python-side math on tensor values); give a custom "
+     "operator a fake implementation (torch.library.register_fake)."),
+)
+GENERIC_FIX = ("LEGO needs a model that torch.export can trace with static shapes (no data-dependent Python control "
+               "flow); see torch's message above.")
+
+
+def classify(exc: BaseException) -> tuple[str, dict]:
+    """(class name, named groups of the matching pattern) of a torch.export
+    failure; ``("other", {})`` when no class matches."""
+    text = str(exc)
+    kinds = {cls.__name__ for cls in type(exc).__mro__}
+    for name, types, patterns, _what, _fix in CLASSES:
+        for pattern in patterns:
+            found = re.search(pattern, text)
+            if found:
+                return name, found.groupdict()
+        if kinds & set(types):
+            return name, {}
+    return "other", {}
+
+
+def raw_lines(exc: BaseException, limit: int = 1, chars: int = 140) -> str:
+    """The first ``limit`` non-empty lines of the exception (at most ``chars``), prefixed with its type."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    text = " ".join(lines[:limit])
+    return f"{type(exc).__name__}: {text if len(text) <= chars else text[:chars].rstrip() + '...'}".strip()
+
+
+def explain(exc: BaseException, path: str | None, line: int | None) -> ProblemError:
+    """The ProblemError for torch.export's ``exc`` (see the module docstring):
+    ``message`` what happened, then torch's first line; ``hint`` the class's
+    fix; ``kind`` the class name; ``raw`` torch's whole message."""
+    kind, groups = classify(exc)
+    entry = next((c for c in CLASSES if c[0] == kind), None)
+    raw = raw_lines(exc)
+    if entry is None:
+        message = f"torch.export could not capture the model: {raw}"
+        hint = GENERIC_FIX
+    else:
+        what = entry[3].format(name=groups.get("name", "?"))
+        message = f"torch.export could not capture the model: {kind}: {what}. torch.export said: {raw}"
+        hint = entry[4]
+    error = ProblemError(message, path, line, hint=hint)
+    error.kind = kind
+    error.raw = f"{type(exc).__name__}: {exc}"
+    return error
+
+
+_REASSIGNED = re.compile(r"The tensor attribute self\.(?P<name>[\w.]+) was assigned during export")
+
+
+def reassigned_attributes(warnings: list) -> list[str]:
+    """Names of plain tensor attributes that forward reassigned, from the
+    warnings recorded while torch.export ran (``warnings.catch_warnings(record=True)``)."""
+    names = []
+    for w in warnings:
+        found = _REASSIGNED.search(str(getattr(w, "message", w)))
+        if found and found["name"] not in names:
+            names.append(found["name"])
+    return names
+
+
+def state_error(names: list[str], path: str | None) -> ProblemError:
+    """The refusal of a forward that reassigns the tensor attributes ``names``."""
+    listed = ", ".join(f"self.{n}" for n in names)
+    error = ProblemError(
+        f"Model.forward stores a new tensor in {listed} on every call (a plain tensor attribute, e.g. an RNN "
+        "cell's hidden state); torch.export captures its value at capture time as a constant, so an optimized "
+        "model would reuse that first value on every later call instead of the updated state",
+        path,
+        None,
+        hint=STATE_FIX,
+    )
+    error.kind = "stateful forward"
+    return error
