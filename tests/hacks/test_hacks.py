@@ -272,3 +272,25 @@ def test_the_kernel_file_state_digest_follows_what_a_file_keeps():
         before = module_state_digest(module, [x])
         change()
         assert module_state_digest(module, [x]) != before, change
+
+
+def test_every_run_draws_fresh_secret_seeds():
+    """The default config of a run (CLI, API and web service build it with
+    ``verify_seeds=None``) draws three distinct seeds of its own, never the
+    public ones, and an end-to-end seed apart from them; two runs do not
+    share them; a message's label names a seed without showing it, and the
+    report lists seed and label once the run is over."""
+    from lego_core.config import OptimizeConfig
+    from lego_core.verify_policy import seed_label, seeds_record
+
+    runs = [OptimizeConfig() for _ in range(4)]
+    for config in runs:
+        seeds = config.verify_seeds
+        assert config.seeds_drawn and len(set(seeds)) == 3 and set(seeds).isdisjoint(PUBLIC_SEEDS)
+        assert config.e2e_seed not in seeds
+        assert all(str(s) not in seed_label(s) for s in seeds)
+        record = seeds_record(config)
+        assert record["drawn"] and record["seeds"] == list(seeds) and record["labels"] == [seed_label(s) for s in seeds]
+    assert len({s for config in runs for s in config.verify_seeds}) == 12, "two runs drew a common seed"
+    fixed = OptimizeConfig(verify_seeds=PUBLIC_SEEDS)
+    assert not fixed.seeds_drawn and fixed.verify_seeds == PUBLIC_SEEDS
