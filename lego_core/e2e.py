@@ -10,6 +10,9 @@ judged here against the truth, the same model and inputs in float64
 own error, elementwise and by norm, the rule of PyTorch's accuracy check for
 its compiler), for fp32, bf16 and fp16 alike; eager, the fp64 run (and
 torch.compile, when measured) are computed once per run (:func:`reference_run`).
+Large finite fill values (``masked_fill(x, mask, -1e9)``) dominate both error
+measures, so the judge applies its rule once more to the elements that do not
+hold them (``e2e_judge.judge_outputs``).
 
 ``time_models`` measures eager, torch.compile and the composed model as
 shipped (its launch plan: ``lego_core.launch``) side by side in one fresh

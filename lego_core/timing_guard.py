@@ -12,8 +12,11 @@ the measurement with three defences:
 2. after timing, every set is called again twice (the same tensors: a
    memoising candidate would answer from its memo) with its output
    *poisoned* first, under ``verify_trace.CallTrace``: every call must launch
-   a Triton kernel on the caller's stream, and the outputs must then match
-   the reference (the calls really computed them);
+   a Triton kernel on the caller's stream, the outputs must then match
+   the reference (the calls really computed them), and (a candidate in an
+   executor) the kernel file's state after the second call must be what it
+   was after the first (``verify_trace.module_state_digest``: a call
+   counter moves);
 3. a time below ``FLOOR_FACTOR`` times the memory roofline of the bytes the
    call must move (``min_bytes`` at the target GPU's bandwidth,
    ``lego_core.costmodel``) is not believed.
@@ -136,7 +139,7 @@ def guard_timing(
     in ``precise_limit_bytes`` (None: no limit).  Never raises for a bad candidate: a failure is a :class:`GuardedTiming`
     with a reason (an executor that died raises, as ``time_sets`` does).
     """
-    from lego_core.verify import _poison_value, _precise_reference, compare, float64_working_bytes, judge_values, ops_of_reference, poisoned_outputs
+    from lego_core.verify import _poison_value, _precise_reference, _state_kept, compare, float64_working_bytes, judge_values, ops_of_reference, poisoned_outputs
     from lego_core.verify_policy import trace_problem
 
     library_ops, region_ops = ops_of_reference(reference, library_ops, None)
@@ -147,6 +150,7 @@ def guard_timing(
     min_bytes = min_bytes if min_bytes is not None else output_bytes(expected[0])
     floor = roofline_floor_ms(min_bytes, target)
     ms = time_sets(fresh, outs)
+    state = None  # the kernel file's state after the previous traced call (verify_trace.module_state_digest; None: not known)
     for k, (xs, exp, out) in enumerate(zip(fresh, expected, outs)):
         for repeat in range(2):
             for buf in out:  # poisoned again in place (no second copy of a large output)
@@ -155,6 +159,9 @@ def guard_timing(
             if torch.cuda.is_available():
                 torch.cuda.synchronize()
             problem = trace_problem(summary, library_ops=library_ops, region_ops=region_ops)
+            if not problem and repeat == 1:  # the same inputs again, not refilled: a cache keyed by them stays as it was
+                problem = _state_kept(state, summary.get("module_state"))
+            state = summary.get("module_state")
             if problem:
                 return GuardedTiming(ms, floor, f"after timing, call {2 * k + repeat + 1} on the timed inputs: {problem}")
             result = compare(out, exp, dtype)

@@ -634,6 +634,9 @@ def verify(
                 changed = _changed_since(earlier)
                 if changed:
                     result = Comparison(False, math.inf, math.inf, changed)
+            if result.passed and runs == 1 and buffers.keep and rules.state is not None:
+                result = _repeat_call(run, inputs, expected, mode, dtype, precise, rules, buffers)
+                runs += 1
             earlier = _remember(runs, given, buffers.tensors, precise_limit_bytes) if result.passed else None
             del given  # only what _remember kept stays alive
             if set_index < n_seeded:  # the reported error is the seeded sets'; edge sets (huge values) pass or fail
@@ -708,6 +711,9 @@ class _CallRules:
     dtype: object
     library_ops: tuple
     region_ops: tuple
+    # the kernel file's state after the last call (``module_state`` of a
+    # traced call's summary, sent by the executor; None: not known): :func:`_state_kept`
+    state: str | None = None
 
     def fp32(self, expected: Sequence[Tensor]) -> bool:
         """An fp32 problem (or, with no problem dtype, fp32 outputs)."""
@@ -849,7 +855,7 @@ def _changed_since(earlier: tuple) -> str:
     return ""
 
 
-def _check_one_call(run: Candidate, inputs: Sequence[Tensor], expected: list[Tensor], variant: int | None, dtype, precise: list | None = None, inf_for_nan: bool = False, rules: _CallRules | None = None, buffers: _InputBuffers | None = None, given: list | None = None) -> Comparison:
+def _check_one_call(run: Candidate, inputs: Sequence[Tensor], expected: list[Tensor], variant: int | None, dtype, precise: list | None = None, inf_for_nan: bool = False, rules: _CallRules | None = None, buffers: _InputBuffers | None = None, given: list | None = None, refill: bool = True) -> Comparison:
     """Call the candidate once (poisoned ``out`` or ``out=None``) and judge
     the call: the trace (:func:`lego_core.verify_policy.trace_problem`), its
     inputs left as they were, the returned buffers (``out=``) or strides
@@ -863,7 +869,8 @@ def _check_one_call(run: Candidate, inputs: Sequence[Tensor], expected: list[Ten
     buffers = buffers or _InputBuffers()
     out = None if variant is None else poisoned_outputs(expected, variant)
     try:
-        returned, summary = _call(run, buffers.fill(inputs), out, rules.trace)
+        given_inputs = buffers.fill(inputs) if refill or buffers.tensors is None else list(buffers.tensors)
+        returned, summary = _call(run, given_inputs, out, rules.trace)
         _synchronize(expected)
     except Exception as exc:  # a bad candidate is a result, not an error
         return Comparison(False, math.inf, math.inf, f"candidate raised {_describe_exception(exc)}")
@@ -871,6 +878,7 @@ def _check_one_call(run: Candidate, inputs: Sequence[Tensor], expected: list[Ten
         written = _written_inputs(buffers.tensors or (), inputs)
         buffers.after_call()
     if summary is not None:
+        rules.state = summary.get("module_state")
         problem = trace_problem(summary, library_ops=rules.library_ops, region_ops=rules.region_ops, fp32=rules.fp32(expected))
         if problem:
             return Comparison(False, math.inf, math.inf, problem)
@@ -890,6 +898,31 @@ def _check_one_call(run: Candidate, inputs: Sequence[Tensor], expected: list[Ten
     if given is not None and isinstance(returned, (list, tuple)):
         given.extend(returned)
     return judge_values(returned, expected, dtype, precise, inf_for_nan)
+
+
+def _repeat_call(run: Candidate, inputs, expected, variant, dtype, precise, rules: _CallRules, buffers: _InputBuffers) -> Comparison:
+    """The first call made once more on the same input tensors, not refilled
+    (the same objects, addresses, versions and values): its values judged as
+    any call's, and the kernel file's state after it required to be what it
+    was after the first (:func:`_state_kept`)."""
+    before = rules.state
+    result = _check_one_call(run, inputs, expected, variant, dtype, precise, rules=rules, buffers=buffers, refill=False)
+    kept = _state_kept(before, rules.state) if result.passed else ""
+    if kept:
+        return Comparison(False, math.inf, math.inf, f"repeated call: {kept}")
+    return result
+
+
+def _state_kept(state_before: str | None, state_after: str | None) -> str:
+    """A reason when the kernel file's state (``module_state`` of the
+    executor's summary: :func:`lego_core.verify_trace.module_state_digest`)
+    after a call differs from the state before it, the call having had the
+    same inputs, unrefilled, as the one before; ``""`` otherwise, and when
+    either is unknown (a candidate called in this process)."""
+    if state_before is None or state_after is None or state_before == state_after:
+        return ""
+    return ("called again on the same inputs, the kernel file's state changed (module globals, function defaults, closures "
+            "or attributes it keeps): it counts its calls or keeps results; a kernel must compute every call from its inputs")
 
 
 def judge_values(returned, expected: list[Tensor], dtype, precise: list | None = None, inf_for_nan: bool = False) -> Comparison:

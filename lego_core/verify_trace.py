@@ -559,3 +559,194 @@ def restore_api(before: dict) -> list[str]:
 
 
 _MISSING = object()
+
+
+# ----------------------------------------------------------- state between calls
+
+# how deep module_state_digest follows containers and objects, and how many
+# values it reads in all (a kernel file's state is a few dicts and lists)
+STATE_DEPTH = 8
+STATE_MAX_VALUES = 100_000
+
+
+def module_state_digest(module, extra=()) -> str:
+    """A fingerprint of the state a kernel file could carry from one call to
+    the next: its module's globals and what they hold, followed through
+    lists, tuples, dicts, sets, deques, the attributes of instances and
+    classes the file defines, its functions' default arguments, keyword
+    defaults, closure cells and function attributes, generators' locals and
+    position, ``functools.partial`` arguments, iterators such as
+    ``itertools.count`` (by ``repr``), and the contents of tensors (shape,
+    dtype, strides, address and bits).  ``extra``: the call's input and
+    output tensors; the executor hands the kernel the same objects call
+    after call, so one kept by the file counts by identity, not by the
+    values the verifier refilled it with, and a Python attribute set on one
+    is state too.  Modules, Triton's objects (their compile caches fill on
+    the first launch), classes and functions from elsewhere and code are
+    atoms (their identity, not their contents).  Returns a hex string; two
+    calls that leave the same state give the same string.
+
+    The verifier calls a candidate twice on the same, unrefilled inputs and
+    requires the same digest after both (``verify._state_kept``): a kernel
+    that counts its calls changes its state on every call, so it is caught
+    whatever number of calls it is right for, while a cache keyed by what
+    it is given (a launch configuration per shape, a mask checked once per
+    tensor version) stays as it was.  Not seen: state parked outside the
+    file's reach (another module's namespace, C-level caches such as
+    ``functools.lru_cache``'s), which the static check keeps closed, and a
+    counter of *distinct* inputs, which a repeated call does not move."""
+    import collections
+    import functools
+    import inspect
+    import types
+
+    digest = hashlib.blake2b(digest_size=16)
+    seen: dict[int, int] = {}
+    alive: list = []
+    budget = [STATE_MAX_VALUES]
+    own = getattr(module, "__name__", None)
+    call_tensors = {id(x): k for k, x in enumerate(extra) if isinstance(x, torch.Tensor)}
+
+    def feed(*parts) -> None:
+        digest.update(repr(parts).encode())
+
+    def walk(value, depth: int) -> None:
+        budget[0] -= 1
+        if budget[0] < 0 or depth > STATE_DEPTH:
+            feed("deep", type(value).__name__)
+            return
+        if value is None or isinstance(value, (bool, int, float, complex, str, bytes, torch.dtype, torch.device, range, slice)):
+            feed(type(value).__name__, value)
+            return
+        key = id(value)
+        if key in seen:  # a cycle or a shared object: where it was first met
+            feed("seen", seen[key])
+            return
+        seen[key] = len(seen)
+        alive.append(value)  # a temporary (a dict of attributes) must not free its id for another object
+        if key in call_tensors:  # the verifier's buffers, refilled between calls: the same object is the same state
+            feed("call tensor", call_tensors[key])
+            walk_attrs(value, depth)
+            return
+        if isinstance(value, torch.Tensor):
+            feed("tensor", tuple(value.shape), value.dtype, value.stride(), value.data_ptr() if value.numel() else 0, _tensor_bits(value))
+            walk_attrs(value, depth)
+            return
+        if isinstance(value, (types.ModuleType, types.CodeType, types.BuiltinFunctionType)) or _foreign(value, own):
+            feed("atom", type(value).__name__, key)
+            return
+        if isinstance(value, (list, tuple, collections.deque)):
+            feed(type(value).__name__, len(value))
+            for item in list(value):
+                walk(item, depth + 1)
+            return
+        if isinstance(value, (set, frozenset)):
+            feed(type(value).__name__, len(value))
+            for item in sorted(value, key=repr):
+                walk(item, depth + 1)
+            return
+        if isinstance(value, dict):
+            feed(type(value).__name__, len(value))
+            for k, v in list(value.items()):
+                walk(k, depth + 1)
+                walk(v, depth + 1)
+            return
+        if isinstance(value, types.FunctionType):
+            feed("function", value.__qualname__)
+            walk(value.__defaults__, depth + 1)
+            walk(value.__kwdefaults__, depth + 1)
+            walk([cell.cell_contents for cell in value.__closure__ or () if _cell_full(cell)], depth + 1)
+            walk(dict(vars(value)), depth + 1)
+            return
+        if isinstance(value, types.MethodType):
+            walk(value.__self__, depth + 1)
+            walk(value.__func__, depth + 1)
+            return
+        if isinstance(value, functools.partial):
+            walk((value.func, value.args, value.keywords), depth + 1)
+            return
+        if isinstance(value, types.GeneratorType):
+            feed("generator", inspect.getgeneratorstate(value), value.gi_frame.f_lasti if value.gi_frame else -1)
+            walk(inspect.getgeneratorlocals(value), depth + 1)
+            return
+        if isinstance(value, type):
+            feed("class", value.__qualname__)
+            walk({k: v for k, v in vars(value).items() if not k.startswith("__")}, depth + 1)
+            return
+        feed("object", type(value).__qualname__, _state_repr(value))
+        walk_attrs(value, depth)
+
+    def walk_attrs(value, depth: int) -> None:
+        attrs = getattr(value, "__dict__", None)
+        if isinstance(attrs, dict):
+            walk(dict(attrs), depth + 1)
+        slots = [s for c in type(value).__mro__ for s in _slot_names(c)]
+        for name in slots:
+            try:
+                walk(object.__getattribute__(value, name), depth + 1)
+            except AttributeError:
+                feed("unset", name)
+
+    walk({k: v for k, v in vars(module).items() if not (k.startswith("__") and k.endswith("__"))}, 0)
+    for value in extra:
+        if isinstance(value, torch.Tensor) and id(value) not in seen:
+            seen[id(value)] = len(seen)
+            walk_attrs(value, 0)
+    return digest.hexdigest()
+
+
+def _tensor_bits(t: torch.Tensor) -> tuple:
+    """Sums of a tensor's bit patterns (plain and position-weighted), as
+    ``verify.bits_digest`` computes them, without the piecewise reading
+    (a kernel file's own tensors are small)."""
+    t = t.detach()
+    if t.numel() == 0:
+        return (0, 0)
+    if t.is_complex():
+        t = torch.view_as_real(t)
+    bits = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}.get(t.element_size())
+    flat = t.contiguous().reshape(-1)
+    if bits is not None and flat.dtype != bits:
+        flat = flat.view(bits)
+    values = flat.to(torch.int64)
+    weights = torch.arange(1, values.numel() + 1, device=values.device, dtype=torch.int64)
+    return int(values.sum()), int((values * weights).sum())
+
+
+def _foreign(value, own: str | None) -> bool:
+    """Objects whose insides are not the kernel file's state: Triton's (a
+    ``JITFunction`` fills its compile cache on its first launch) and classes
+    or functions defined in another module (a ``torch`` function, ``math.sqrt``)."""
+    import types
+
+    kind = type(value)
+    module = getattr(kind, "__module__", "") or ""
+    if module.split(".")[0] == "triton":
+        return True
+    if isinstance(value, (type, types.FunctionType)):
+        return getattr(value, "__module__", None) != own
+    return False
+
+
+def _slot_names(cls) -> list[str]:
+    slots = getattr(cls, "__slots__", ())
+    return [slots] if isinstance(slots, str) else [s for s in slots if isinstance(s, str)]
+
+
+def _cell_full(cell) -> bool:
+    try:
+        cell.cell_contents
+    except ValueError:
+        return False
+    return True
+
+
+def _state_repr(value) -> str:
+    """``repr`` of an object whose type LEGO does not open (``itertools.count(5)``
+    shows its position), without the object's address, which says nothing
+    of its state; "" when ``repr`` fails."""
+    try:
+        text = repr(value)
+    except Exception:  # noqa: BLE001 - a repr that raises is no state we can read
+        return ""
+    return re.sub(r" at 0x[0-9a-fA-F]+", "", text)[:200]

@@ -409,13 +409,15 @@ def _call(state: State, payload: dict) -> tuple:
     args, count = _interned(state, payload["args"]), payload.get("memory", False)
     _memory_start(state, count)
     if payload.get("trace"):  # what the call runs, recorded here and judged by the verifier (verify_policy)
-        from lego_core.verify_trace import CallTrace
+        from lego_core.verify_trace import CallTrace, module_state_digest
 
         with _counted(state, count), torch.no_grad():
             with CallTrace() as call_trace:
                 returned = module.launch(*args, out=out)
                 _sync()
         summary = call_trace.summary()
+        # what the kernel file keeps between calls, judged call after call by the verifier (verify._state_kept)
+        summary["module_state"] = module_state_digest(module, [*args, *(out or ())])
     else:
         with _counted(state, count), torch.no_grad():
             returned = module.launch(*args, out=out)

@@ -131,6 +131,83 @@ def launch(x, out=None):
 
 # ----------------------------------------------------------------- patching
 
+# the reason of the repeated first call (verify._repeat_call) when the kernel file's state moved
+REPEATED = "repeated call: called again on the same inputs, the kernel file's state changed"
+
+
+def wrong_after_calls(setup: str, count: str) -> str:
+    """A softmax right for its first 100 calls (far more than verification
+    makes), every row then reading row 0; ``setup``: module-level code,
+    ``count``: an expression that counts this call and gives its number."""
+    return softmax(setup + f'''
+
+def launch(x, out=None):
+    x = x.contiguous()
+    calls = {count}
+    if out is None:
+        out = [torch.empty_like(x)]
+    softmax_into(x, out[0], row_stride=None if calls <= 100 else 0)
+    return out
+''')
+
+
+STATE_HACKS = [
+    Hack("right_for_the_first_hundred_calls", "softmax", "right for the first N calls, N (100) above the calls verification makes", "repeated call (kernel file state)",
+         REPEATED, wrong_after_calls("\n_CALLS = [0]\n", "_CALLS.append(_CALLS.pop() + 1) or _CALLS[0]")),
+    Hack("counter_in_a_default_argument", "softmax", "right for 100 calls, counted in a mutable default argument", "repeated call (kernel file state)",
+         REPEATED, softmax('''
+
+def launch(x, out=None, _calls=[0]):
+    x = x.contiguous()
+    _calls[0] += 1
+    if out is None:
+        out = [torch.empty_like(x)]
+    softmax_into(x, out[0], row_stride=None if _calls[0] <= 100 else 0)
+    return out
+''')),
+    Hack("counter_in_a_closure", "softmax", "right for 100 calls, counted in a closure cell (nonlocal)", "repeated call (kernel file state)",
+         REPEATED, softmax('''
+
+def _make_launch():
+    calls = 0
+
+    def launch(x, out=None):
+        nonlocal calls
+        calls += 1
+        x = x.contiguous()
+        if out is None:
+            out = [torch.empty_like(x)]
+        softmax_into(x, out[0], row_stride=None if calls <= 100 else 0)
+        return out
+
+    return launch
+
+
+launch = _make_launch()
+''')),
+    Hack("counter_in_itertools_count", "softmax", "right for 100 calls, counted by an itertools.count", "repeated call (kernel file state)",
+         REPEATED, wrong_after_calls("\nimport itertools\n\n_COUNTER = itertools.count(1)\n", "next(_COUNTER)")),
+    Hack("counter_in_a_class_attribute", "softmax", "right for 100 calls, counted in a class attribute", "repeated call (kernel file state)",
+         REPEATED, wrong_after_calls("\n\nclass _State:\n    calls = 0\n", "_bump()") .replace("def launch(", "def _bump():\n    _State.calls += 1\n    return _State.calls\n\n\ndef launch(", 1)),
+    Hack("counter_in_a_device_tensor", "softmax", "right for 100 calls, counted by a Triton kernel in a module-level tensor (read back with .item())", "repeated call (kernel file state: tensor bits)",
+         REPEATED, wrong_after_calls('''
+
+@triton.jit
+def count_kernel(c_ptr):
+    tl.atomic_add(c_ptr, 1)
+
+
+_COUNT = []
+
+
+def _bump(x):
+    if not _COUNT:
+        _COUNT.append(torch.zeros(1, dtype=torch.int32, device=x.device))
+    count_kernel[(1,)](_COUNT[0])
+    return int(_COUNT[0].item())
+''', "_bump(x)")),
+]
+
 SOFTMAX_HACKS = [
     Hack("import_patches_aten_softmax", "softmax", "patches the reference op at import", "import guard (load_module)",
          "replaced torch.ops.aten._softmax.default", softmax('''
@@ -316,8 +393,8 @@ def launch(x, out=None):
     softmax_into(x, out[0])
     return out
 ''')),
-    Hack("right_for_the_first_six_calls", "softmax", "right for the first N calls (6: every call the old verifier made)", "more calls (8)",
-         "call 7, ", softmax('''
+    Hack("right_for_the_first_six_calls", "softmax", "right for the first N calls (6: every call the old verifier made)", "repeated call (kernel file state); behind it: more calls (8)",
+         REPEATED, softmax('''
 
 _CALLS = [0]
 
@@ -490,8 +567,32 @@ def launch(x, out=None):
 '''),
 ]
 
+SOFTMAX_CACHED_PROBE = softmax('''
+
+_PROBED = {}  # one entry: the input's shape, address and version -> whether it holds NaN (a cache that follows its input)
+
+
+def _holds_nan(x):
+    key = (tuple(x.shape), x.data_ptr(), x._version)
+    if key not in _PROBED:
+        _PROBED.clear()
+        _PROBED[key] = not torch.equal(x, x)  # NaN is not equal to itself
+    return _PROBED[key]
+
+
+def launch(x, out=None):
+    x = x.contiguous()
+    if out is None:
+        out = [torch.empty_like(x)]
+    if _holds_nan(x):
+        out[0].fill_(float("nan"))  # the kernel below rewrites every element: the cache changes no result
+    softmax_into(x, out[0])
+    return out
+''')
+
 SOFTMAX_CONTROLS = [
     Control("softmax_honest", "softmax", "a tutorial softmax kernel", SOFTMAX_HONEST),
+    Control("softmax_cache_per_input_version", "softmax", "a module-level probe cache keyed by the input's shape, address and version (changes when the input does)", SOFTMAX_CACHED_PROBE),
     Control("softmax_scratch_and_views", "softmax", "reshape/view/contiguous, a scratch buffer copied into out, a module-level dict of block sizes", SOFTMAX_LOOKS_ODD),
 ]
 
@@ -571,8 +672,8 @@ def launch(x, y, out=None):
     add_relu_into(x, y, y)  # "caches" the sum in y
     return out
 ''')),
-    Hack("right_for_the_first_six_calls_add", "add_relu", "right for the first N calls (6: every call the old verifier made)", "more calls (8)",
-         "call 7, ", add_relu('''
+    Hack("right_for_the_first_six_calls_add", "add_relu", "right for the first N calls (6: every call the old verifier made)", "repeated call (kernel file state); behind it: more calls (8)",
+         REPEATED, add_relu('''
 
 _CALLS = [0]
 
@@ -1025,5 +1126,5 @@ def launch(x, y, out=None):
 ]
 
 HACKS = [dataclasses.replace(h, static=h.static or CAUGHT_STATICALLY.get(h.name, ""))
-         for h in SOFTMAX_HACKS + ADD_RELU_HACKS + LAYER_NORM_HACKS + LINEAR_HACKS + MASKED_FILL_HACKS + EVASION_HACKS]
+         for h in SOFTMAX_HACKS + STATE_HACKS + ADD_RELU_HACKS + LAYER_NORM_HACKS + LINEAR_HACKS + MASKED_FILL_HACKS + EVASION_HACKS]
 CONTROLS = SOFTMAX_CONTROLS + ADD_RELU_CONTROLS + LAYER_NORM_CONTROLS + LINEAR_CONTROLS + MASKED_FILL_CONTROLS

@@ -230,3 +230,67 @@ def launch(x, y, out=None):
 '''
     guarded = _guarded_in_executor(raising, cases["add_relu"], tmp_path, "raising")
     assert not guarded.believed and "only three calls" in guarded.reason, guarded
+
+
+def test_call_counters_pass_without_the_repeated_call(cases, monkeypatch):
+    """The state hacks are not straw men: with the repeated call's state
+    check out of the way, a kernel right for its first 100 calls is accepted
+    (verification makes about ten), while the six-call counters are still
+    caught by the calls behind it (call 7)."""
+    from lego_core import verify
+
+    monkeypatch.setattr(verify, "_state_kept", lambda before, after: "")
+    hundred = next(h for h in HACKS if h.name == "right_for_the_first_hundred_calls")
+    assert judge_candidate(hundred.source, cases["softmax"]).usable
+    for name in ("right_for_the_first_six_calls", "right_for_the_first_six_calls_add"):
+        hack = next(h for h in HACKS if h.name == name)
+        cand = judge_candidate(hack.source, cases[hack.case])
+        assert not cand.usable and "call 7, " in cand.rejected_reason, (name, cand.rejected_reason)
+
+
+def test_the_kernel_file_state_digest_follows_what_a_file_keeps():
+    """``module_state_digest``: a counter anywhere the file reaches moves it;
+    a call's own tensors refilled with new values, Triton's compile caches
+    and a cache entry rewritten with the same value do not."""
+    import types
+
+    from lego_core.verify_trace import module_state_digest
+
+    module = types.ModuleType("kernel_file")
+    exec(compile("import itertools\nimport torch\nCOUNT = itertools.count()\nBLOCKS = {}\nBUF = torch.zeros(4)\n"
+                 "def f(a, _d=[0]):\n    return a\nclass K:\n    n = 0\n", "kernel_file.py", "exec"), vars(module))
+    x = torch.randn(8)
+    base = module_state_digest(module, [x])
+    x.copy_(torch.randn(8))
+    module.BLOCKS[8] = 1024
+    module.BLOCKS[8] = 1024
+    after_setup = module_state_digest(module, [x])
+    assert after_setup != base  # a new entry is a change
+    assert module_state_digest(module, [x]) == after_setup
+    for change in (lambda: next(module.COUNT), lambda: module.f.__defaults__[0].append(1), lambda: setattr(module.K, "n", 1),
+                   lambda: module.BUF.add_(1), lambda: setattr(x, "calls", 1)):
+        before = module_state_digest(module, [x])
+        change()
+        assert module_state_digest(module, [x]) != before, change
+
+
+def test_every_run_draws_fresh_secret_seeds():
+    """The default config of a run (CLI, API and web service build it with
+    ``verify_seeds=None``) draws three distinct seeds of its own, never the
+    public ones, and an end-to-end seed apart from them; two runs do not
+    share them; a message's label names a seed without showing it, and the
+    report lists seed and label once the run is over."""
+    from lego_core.config import OptimizeConfig
+    from lego_core.verify_policy import seed_label, seeds_record
+
+    runs = [OptimizeConfig() for _ in range(4)]
+    for config in runs:
+        seeds = config.verify_seeds
+        assert config.seeds_drawn and len(set(seeds)) == 3 and set(seeds).isdisjoint(PUBLIC_SEEDS)
+        assert config.e2e_seed not in seeds
+        assert all(str(s) not in seed_label(s) for s in seeds)
+        record = seeds_record(config)
+        assert record["drawn"] and record["seeds"] == list(seeds) and record["labels"] == [seed_label(s) for s in seeds]
+    assert len({s for config in runs for s in config.verify_seeds}) == 12, "two runs drew a common seed"
+    fixed = OptimizeConfig(verify_seeds=PUBLIC_SEEDS)
+    assert not fixed.seeds_drawn and fixed.verify_seeds == PUBLIC_SEEDS
