@@ -34,7 +34,7 @@ class ScriptedEndpoint:
                 body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}")
                 with endpoint._lock:
                     n = len(endpoint.requests)
-                    endpoint.requests.append({"body": body, "headers": dict(self.headers), "path": self.path})
+                    endpoint.requests.append({"body": body, "headers": {k.lower(): v for k, v in self.headers.items()}, "path": self.path})
                 step = endpoint.step(body, n)
                 while "sleep" in step:
                     time.sleep(step["sleep"])

@@ -226,7 +226,7 @@ def test_the_api_key_is_in_no_event_log_or_report(tmp_path, monkeypatch, caplog)
             monkeypatch.setenv(f"LEGO_LLM_{name}", value)
         config = OptimizeConfig(agent="llm", cache=False, mutation=False, agents=1, compare_compile=False)
         report = optimize(ProblemSpec(str(tmp_path / "model.py")), tmp_path / "out", config, sink=events.append)
-    assert endpoint.requests[0]["headers"].get("Authorization") == f"Bearer {KEY}"  # it was used
+    assert endpoint.requests[0]["headers"].get("authorization") == f"Bearer {KEY}"  # it was used
     assert report["summary"]["triton"] == 1 and report["metrics"]["prompt_tokens"] > 0
     assert any(e.type == "transcript_chunk" for e in events)
     assert KEY not in json.dumps([e.to_dict() for e in events])
