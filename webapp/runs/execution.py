@@ -118,10 +118,14 @@ def claim(run_id: str, worker: str) -> Run | None:
     return run
 
 
-def run_config(owner_id: int | None = None) -> OptimizeConfig:
+def run_config(owner_id: int | None = None, agent: str = "template") -> OptimizeConfig:
     """The optimizer's knobs for a web run: its time limits (the run's, and
     loading the file's), how many agents work at once and, with fan-out on,
-    that they run on the agents queue.
+    that they run on the agents queue; ``agent``: the run's choice
+    (``template``, ``llm``, ``both``).  Without fan-out an LLM agent runs in
+    this worker process (``lego_core.api``'s agent server), with it on the
+    agents workers; either way its endpoint and key come from the server's
+    ``LEGO_LLM_*`` environment, never from the run.
 
     The kernel cache is the owner's own (``LEGO_CACHE_DIR/user-<id>``):
     an entry comes from a run of uploaded code, which chooses what its
@@ -134,6 +138,7 @@ def run_config(owner_id: int | None = None) -> OptimizeConfig:
         timeout_s=settings.LEGO_RUN_TIMEOUT_S,
         load_timeout_s=settings.LEGO_LOAD_TIMEOUT_S,
         agents=settings.LEGO_AGENTS,
+        agent=agent,
         agent_pool=FANOUT_POOL if settings.LEGO_AGENT_FANOUT else None,
         cache_dir=str(cache_dir / f"user-{owner_id}" if owner_id is not None else cache_dir / "shared"),
     )
@@ -165,7 +170,7 @@ def execute(run: Run, on_stop: Callable[[], None] | None = None) -> None:
     try:
         with heartbeat.Heartbeat(run.pk, settings.LEGO_HEARTBEAT_S, on_stop):
             spec = ProblemSpec(run.upload.path, run.overrides, run.dtype, run.device)
-            config = run_config(run.owner_id)
+            config = run_config(run.owner_id, run.agent)
             with AgentRelay() if config.agent_pool else contextlib.nullcontext() as relay:
                 sink = stop_when_agents_missing(recorder, relay)
                 report = optimize(spec, run.output_path, config=config, sink=sink)
