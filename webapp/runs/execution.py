@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import threading
 from pathlib import Path
 from typing import Any, Callable
 
@@ -64,6 +65,7 @@ class EventRecorder:
 
     def __init__(self, run: Run):
         self.run = run
+        self._lock = threading.Lock()  # the run's task and its agent relay (streamed LLM events) both record
         last = run.events.order_by("-seq").values_list("seq", flat=True).first()
         self.seq = last or 0
         self.saw_failure = False
@@ -72,18 +74,21 @@ class EventRecorder:
         self.record(event.to_dict())
 
     def record(self, data: dict) -> RunEvent:
-        """Store ``data`` (an event's dict) as the next RunEvent, then notify."""
-        self.seq += 1
-        self.saw_failure |= data.get("type") == RunFailed.type
-        try:
-            with transaction.atomic():
-                event = RunEvent.objects.create(run=self.run, seq=self.seq, type=data["type"], data=server_paths.scrub(jsonable(data), self.run.pk))  # no server paths reach viewers
-        except IntegrityError:
-            # only ``lifecycle.end_run`` writes events beside this recorder,
-            # and only when it ends the run: this one is over
-            raise RunStopped(f"run {self.run.pk} was ended from outside; its task stops") from None
+        """Store ``data`` (an event's dict) as the next RunEvent, then notify.
+        Thread-safe."""
+        with self._lock:
+            self.seq += 1
+            seq = self.seq
+            self.saw_failure |= data.get("type") == RunFailed.type
+            try:
+                with transaction.atomic():
+                    event = RunEvent.objects.create(run=self.run, seq=seq, type=data["type"], data=server_paths.scrub(jsonable(data), self.run.pk))  # no server paths reach viewers
+            except IntegrityError:
+                # only ``lifecycle.end_run`` writes events beside this recorder,
+                # and only when it ends the run: this one is over
+                raise RunStopped(f"run {self.run.pk} was ended from outside; its task stops") from None
         # stored first: a viewer woken up now reads it from the database
-        live.notify_new_events(self.run.pk, self.seq)
+        live.notify_new_events(self.run.pk, seq)
         return event
 
 
@@ -171,7 +176,8 @@ def execute(run: Run, on_stop: Callable[[], None] | None = None) -> None:
         with heartbeat.Heartbeat(run.pk, settings.LEGO_HEARTBEAT_S, on_stop):
             spec = ProblemSpec(run.upload.path, run.overrides, run.dtype, run.device)
             config = run_config(run.owner_id, run.agent)
-            with AgentRelay() if config.agent_pool else contextlib.nullcontext() as relay:
+            relay_for_run = AgentRelay(run_id=run.pk, on_event=recorder.record) if config.agent_pool else contextlib.nullcontext()
+            with relay_for_run as relay:
                 sink = stop_when_agents_missing(recorder, relay)
                 report = optimize(spec, run.output_path, config=config, sink=sink)
     except RunStopped as exc:
