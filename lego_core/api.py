@@ -53,7 +53,7 @@ def optimize(
     from lego_core.pipeline import new_run_id, run_pipeline
 
     sink = sink or null_sink
-    config = config or OptimizeConfig()
+    config = with_llm_model(config or OptimizeConfig())
     out_dir = str(Path(out_dir).resolve())
     run_id = new_run_id()
     made: list[Path] = []
@@ -122,6 +122,17 @@ def _run_isolated(spec: ProblemSpec, out_dir: str, config: OptimizeConfig, sink:
     report = staged.accept(stage, report, run_id, spec)  # only what LEGO writes, within limits; report.json checked and rewritten here
     output.finish(stage, Path(out_dir), run_id, report, clock)
     return report
+
+
+def with_llm_model(config: OptimizeConfig) -> OptimizeConfig:
+    """``config`` with ``llm_model`` set from this process's ``LEGO_LLM_*``
+    (``agents.llm.settings``) when an LLM agent runs and it is empty, so the
+    kernel cache key names the model (in this process and in the child)."""
+    if config.agent == "template" or config.llm_model:
+        return config
+    from lego_core.agents.llm.settings import LLMSettings
+
+    return dataclasses.replace(config, llm_model=LLMSettings.from_env().model)
 
 
 def _agent_server(config: OptimizeConfig, sink: Sink):

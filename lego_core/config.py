@@ -104,6 +104,9 @@ class OptimizeConfig:
     ``both`` (every node goes to each that can attempt it; the best verified
     candidate wins).  ``max_tokens`` is then a hard budget: the LLM agent
     caps each completion at what is left and starts no call once it is spent.
+    ``llm_model``: the language model's name, for the kernel cache key (a
+    kernel one model wrote is not another's answer); ``optimize`` fills it
+    from ``LEGO_LLM_MODEL`` when an LLM agent runs and it is empty.
 
     Sandbox: ``limits``: the optimizer child's resource limits
     (:class:`SandboxLimits`).
@@ -132,6 +135,7 @@ class OptimizeConfig:
     max_attempts: int = 2
     agent_pool: str | None = None
     agent: str = "template"
+    llm_model: str = ""
     seeds_drawn: bool = False
     limits: SandboxLimits = dataclasses.field(default_factory=SandboxLimits)
 
@@ -161,4 +165,7 @@ class OptimizeConfig:
         seeds count as one setting ("drawn"): a cached kernel is verified
         again on every run's own inputs anyway."""
         seeds = "drawn" if self.seeds_drawn else list(self.verify_seeds)
-        return {"verify_seeds": seeds, "use_triton": self.use_triton, "force_triton": self.force_triton}
+        key = {"verify_seeds": seeds, "use_triton": self.use_triton, "force_triton": self.force_triton}
+        if self.agent != "template":  # the template agent's keys stay as they were
+            key["llm_model"] = self.llm_model
+        return key

@@ -234,3 +234,15 @@ def test_the_api_key_is_in_no_event_log_or_report(tmp_path, monkeypatch, caplog)
     for path in (tmp_path / "out").rglob("*"):
         if path.is_file():
             assert KEY not in path.read_text(errors="replace"), path
+
+
+def test_the_kernel_cache_key_names_the_llm_model(monkeypatch):
+    from lego_core.api import with_llm_model
+
+    monkeypatch.setenv("LEGO_LLM_MODEL", "model-a")
+    a = with_llm_model(OptimizeConfig(agent="llm", verify_seeds=(1, 2, 3)))
+    monkeypatch.setenv("LEGO_LLM_MODEL", "model-b")
+    b = with_llm_model(OptimizeConfig(agent="both", verify_seeds=(1, 2, 3)))
+    assert (a.llm_model, b.llm_model) == ("model-a", "model-b") and a.key()["llm_model"] != b.key()["llm_model"]
+    template = with_llm_model(OptimizeConfig(verify_seeds=(1, 2, 3)))
+    assert template.llm_model == "" and "llm_model" not in template.key()  # template keys as before
