@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 import shutil
 import tempfile
 import time
@@ -132,7 +133,11 @@ def with_llm_model(config: OptimizeConfig) -> OptimizeConfig:
         return config
     from lego_core.agents.llm.settings import LLMSettings
 
-    return dataclasses.replace(config, llm_model=LLMSettings.from_env().model)
+    try:
+        model = LLMSettings.from_env().model
+    except ValueError:  # settings the agent itself reports, inside the run
+        model = os.environ.get("LEGO_LLM_MODEL", "")
+    return dataclasses.replace(config, llm_model=model)
 
 
 def _agent_server(config: OptimizeConfig, sink: Sink):
