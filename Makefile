@@ -71,6 +71,8 @@ bench: $(STAMP)
 # The search compared with itself: every reference model at tiny sizes on
 # the CPU, default search vs monolithic, --no-dedupe, --no-mutation and
 # --agents 1 vs 4 (agent calls, time to first/final plan, plan cost).
+# BENCH_ARGS=--llm-scripted: the LLM agent against a scripted endpoint on
+# 127.0.0.1, prompt and completion tokens per run, default vs monolithic.
 bench-search: $(STAMP)
 	TRITON_INTERPRET=1 $(PY) bench/search_models.py $(BENCH_ARGS)
 

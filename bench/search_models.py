@@ -6,6 +6,8 @@ Usage:
     python bench/search_models.py --variants default no-dedupe --markdown
     python bench/search_models.py --dry-run                               # the planned runs only
 
+    python bench/search_models.py --llm-scripted                          # LLM tokens: default vs monolithic
+
 (``make bench-search BENCH_ARGS="..."`` runs it.)  Models come from
 $LEGO_MODELS_DIR or ../shared/models, at the sizes in its tiny.json, on the
 CPU in fp32: kernels run in Triton's interpreter and plan costs are the cost
@@ -24,10 +26,19 @@ the start of the search); the final plan's cost (milliseconds, ``est`` or
 ``optimize`` call (load, capture, search, compose, end-to-end check); and,
 when a run failed, its error.  The
 summary under the table compares the variants per model.
+
+``--llm-scripted``: every run uses the LLM agent (``--agent llm``) against a
+scripted chat-completions server that this process starts on 127.0.0.1
+(``tests/unit/llm_server.py``): the prompts are the real ones, every reply is
+the same short scripted text without code, so the second table (LLM calls,
+prompt and completion tokens per run, as the server reports them: characters
+/ 4) measures how much context each strategy sends.  Its variants default to
+``default`` (the hierarchical search) and ``monolithic``.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import datetime
 import io
@@ -59,6 +70,8 @@ VARIANTS: dict[str, dict] = {
 }
 COLUMNS = ("model", "variant", "agent calls", "first plan s", "final plan s", "plan cost ms", "reused", "mutations acc/tried", "wall s")
 DEVICE, DTYPE = "cpu", "fp32"
+SCRIPTED_REPLY = "The scripted endpoint of bench/search_models.py --llm-scripted writes no kernel."
+TOKEN_COLUMNS = ("model", "variant", "LLM calls", "prompt tokens", "completion tokens", "prompt tokens per call")
 
 
 @dataclasses.dataclass
@@ -72,6 +85,7 @@ class RunResult:
     report: dict | None = None
     error: str | None = None
     wall_s: float = 0.0
+    llm_requests: int | None = None  # requests the scripted endpoint got during the run (--llm-scripted)
 
     @property
     def ok(self) -> bool:
@@ -111,21 +125,44 @@ def variant_settings(name: str) -> dict:
     return {"agents": int(name.split()[1])}
 
 
-def make_config(variant: str, timeout_s: float | None):
-    """The variant's OptimizeConfig: no kernel cache, no torch.compile, the run's time limit."""
+def make_config(variant: str, timeout_s: float | None, agent: str = "template"):
+    """The variant's OptimizeConfig: no kernel cache, no torch.compile, the run's time limit, ``agent``."""
     from lego_core import OptimizeConfig
 
-    return OptimizeConfig(cache=False, compare_compile=False, timeout_s=timeout_s, **variant_settings(variant))
+    return OptimizeConfig(cache=False, compare_compile=False, timeout_s=timeout_s, agent=agent, **variant_settings(variant))
 
 
-def run_one(model: str, variant: str, overrides: dict, timeout_s: float | None) -> RunResult:
-    """Optimize ``model`` with ``variant`` into a temporary folder (removed afterwards)."""
+@contextlib.contextmanager
+def scripted_llm():
+    """A scripted chat-completions server on 127.0.0.1 (every reply
+    ``SCRIPTED_REPLY``, streamed), named in ``LEGO_LLM_*`` of this process
+    (the optimizer's parent runs the LLM agent) while the block runs; yields it."""
+    sys.path.insert(0, str(BENCH.parent / "tests" / "unit"))
+    from llm_server import ScriptedEndpoint
+
+    values = {"LEGO_LLM_MODEL": "scripted", "LEGO_LLM_API_KEY": "bench-scripted", "LEGO_LLM_RETRIES": "0"}
+    with ScriptedEndpoint([{"reply": SCRIPTED_REPLY}]) as endpoint:
+        values["LEGO_LLM_BASE_URL"] = endpoint.base_url
+        saved = {name: os.environ.get(name) for name in values}
+        os.environ.update(values)
+        try:
+            yield endpoint
+        finally:
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
+
+
+def run_one(model: str, variant: str, overrides: dict, timeout_s: float | None, agent: str = "template") -> RunResult:
+    """Optimize ``model`` with ``variant`` (and ``agent``) into a temporary folder (removed afterwards)."""
     from lego_core import ProblemSpec, optimize
 
     spec = ProblemSpec(str(model_path(model)), overrides, DTYPE, DEVICE)
     started = time.monotonic()
     try:
-        config = make_config(variant, timeout_s)
+        config = make_config(variant, timeout_s, agent)
         with tempfile.TemporaryDirectory(prefix=f"lego-bench-{model}-") as out:
             report = optimize(spec, out, config)
         return RunResult(model, variant, report=report, wall_s=time.monotonic() - started)
@@ -204,6 +241,43 @@ def render_rich(results: list[RunResult], width: int | None = None) -> str:
     buffer = io.StringIO()
     Console(file=buffer, width=width, force_terminal=terminal).print(grid)
     return "\n".join(line.rstrip() for line in buffer.getvalue().rstrip("\n").splitlines())
+
+
+def token_rows(results: list[RunResult]) -> list[list[str]]:
+    """TOKEN_COLUMNS cells per run: the scripted endpoint's requests and the
+    report's prompt and completion tokens (``-`` for a failed run)."""
+    rows = []
+    for r in results:
+        m = r.metrics
+        prompt, completion = m.get("prompt_tokens"), m.get("completion_tokens")
+        calls = r.llm_requests
+        per_call = _ratio(prompt, calls) if r.ok else None
+        rows.append([r.model, r.variant, _num(calls, "d"), _num(prompt if r.ok else None, "d"),
+                     _num(completion if r.ok else None, "d"), _num(per_call, ".0f")])
+    return rows
+
+
+def render_tokens(results: list[RunResult], markdown: bool) -> str:
+    """The LLM token table (--llm-scripted) with a total line per variant."""
+    rows = token_rows(results)
+    totals: dict[str, list[int]] = {}
+    for r in results:
+        if r.ok:
+            t = totals.setdefault(r.variant, [0, 0, 0])
+            t[0] += r.llm_requests or 0
+            t[1] += r.metrics.get("prompt_tokens") or 0
+            t[2] += r.metrics.get("completion_tokens") or 0
+    rows += [["all models", v, str(c), str(p), str(k), _num(_ratio(p, c), ".0f")] for v, (c, p, k) in totals.items()]
+    widths = [max(len(str(x)) for x in col) for col in zip(TOKEN_COLUMNS, *rows)]
+    if markdown:
+        lines = ["| " + " | ".join(TOKEN_COLUMNS) + " |", "|" + "|".join(" --- " if i < 2 else " ---: " for i in range(len(TOKEN_COLUMNS))) + "|"]
+        lines += ["| " + " | ".join(cells) + " |" for cells in rows]
+    else:
+        fmt = lambda cells: "  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))  # noqa: E731
+        lines = [fmt(TOKEN_COLUMNS), fmt(["-" * w for w in widths])] + [fmt(cells) for cells in rows]
+    head = ("LLM tokens per run (--agent llm against a scripted endpoint: real prompts, scripted replies; "
+            "tokens as the server reports them, characters / 4):")
+    return "\n".join([head, ""] + lines)
 
 
 def _ratio(a, b) -> float | None:
@@ -298,14 +372,18 @@ def print_plan(runs: list[tuple[str, str, dict]], timeout_s: float | None) -> No
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", default=None, help="model files or names (default: all)")
-    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), help=f"default: {', '.join(VARIANTS)}")
+    parser.add_argument("--variants", nargs="+", default=None,
+                        help=f"default: {', '.join(VARIANTS)} (with --llm-scripted: default monolithic)")
+    parser.add_argument("--llm-scripted", action="store_true",
+                        help="every run with --agent llm against a scripted endpoint on 127.0.0.1; prints prompt and completion tokens per run")
     parser.add_argument("--markdown", action="store_true", help="a GitHub table instead of a rich one")
     parser.add_argument("--dry-run", action="store_true", help="print the planned runs and stop")
     parser.add_argument("--timeout", type=seconds_argument, default=900.0, help="per run, seconds (default 900)")
     parser.add_argument("--json", default=None, help="also write every run's result and report to this file")
     args = parser.parse_args(argv)
     try:
-        variants = list(dict.fromkeys(variant_name(v) for v in args.variants))
+        chosen = args.variants or (["default", "monolithic"] if args.llm_scripted else list(VARIANTS))
+        variants = list(dict.fromkeys(variant_name(v) for v in chosen))
     except ValueError as exc:
         parser.error(str(exc))
     runs = planned_runs(model_names(args.models), variants, tiny_table())
@@ -314,14 +392,20 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     os.environ.setdefault("TRITON_INTERPRET", "1")
     started, results = time.monotonic(), []
-    for model, variant, overrides in runs:
-        result = run_one(model, variant, overrides, args.timeout)
-        status = "ok" if result.ok else result.error
-        print(f"[{time.strftime('%H:%M:%S')}] {model} / {variant}: {status} ({result.wall_s:.1f} s)", file=sys.stderr, flush=True)
-        results.append(result)
+    with scripted_llm() if args.llm_scripted else contextlib.nullcontext() as endpoint:
+        for model, variant, overrides in runs:
+            before = len(endpoint.requests) if endpoint else 0
+            result = run_one(model, variant, overrides, args.timeout, "llm" if endpoint else "template")
+            if endpoint:
+                result.llm_requests = len(endpoint.requests) - before
+            status = "ok" if result.ok else result.error
+            print(f"[{time.strftime('%H:%M:%S')}] {model} / {variant}: {status} ({result.wall_s:.1f} s)", file=sys.stderr, flush=True)
+            results.append(result)
     if args.json:
         Path(args.json).write_text(json.dumps([dataclasses.asdict(r) for r in results], indent=2, default=str))
     print(report_text(results, args.markdown))
+    if args.llm_scripted:
+        print("\n" + render_tokens(results, args.markdown))
     print(f"bench: {len(results)} runs in {time.monotonic() - started:.0f} s")
     return 0 if all(r.ok for r in results) else 1
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 import shutil
 import tempfile
 import time
@@ -53,7 +54,7 @@ def optimize(
     from lego_core.pipeline import new_run_id, run_pipeline
 
     sink = sink or null_sink
-    config = config or OptimizeConfig()
+    config = with_llm_model(config or OptimizeConfig())
     out_dir = str(Path(out_dir).resolve())
     run_id = new_run_id()
     made: list[Path] = []
@@ -90,6 +91,10 @@ def _run_isolated(spec: ProblemSpec, out_dir: str, config: OptimizeConfig, sink:
     made += _make_folders(stage)
     scratch = tempfile.mkdtemp(prefix="lego-sandbox-")
     child_spec = spec
+    server, sink = _agent_server(config, sink)  # the LLM agent runs here, where the network and its key are
+    if server is not None:
+        config = dataclasses.replace(config, agent_pool="lego_core.agents.relay:pool")
+        clock.sink = sink
     try:
         jail = None
         if jail_mod.wanted():
@@ -110,6 +115,8 @@ def _run_isolated(spec: ProblemSpec, out_dir: str, config: OptimizeConfig, sink:
             exc.path = spec.path  # the user's own spelling of it
         raise
     finally:
+        if server is not None:
+            server.__exit__(None, None, None)
         shutil.rmtree(scratch, ignore_errors=True)
     if not isinstance(report, dict):
         raise ChildCrashed("the optimizer process returned something that is not a report.")
@@ -118,14 +125,52 @@ def _run_isolated(spec: ProblemSpec, out_dir: str, config: OptimizeConfig, sink:
     return report
 
 
+def with_llm_model(config: OptimizeConfig) -> OptimizeConfig:
+    """``config`` with ``llm_model`` set from this process's ``LEGO_LLM_*``
+    (``agents.llm.settings``) when an LLM agent runs and it is empty, so the
+    kernel cache key names the model (in this process and in the child)."""
+    if config.agent == "template" or config.llm_model:
+        return config
+    from lego_core.agents.llm.settings import LLMSettings
+
+    try:
+        model = LLMSettings.from_env().model
+    except ValueError:  # settings the agent itself reports, inside the run
+        model = os.environ.get("LEGO_LLM_MODEL", "")
+    return dataclasses.replace(config, llm_model=model)
+
+
+def _agent_server(config: OptimizeConfig, sink: Sink):
+    """For a run with the LLM agent and no remote pool of the caller's: an
+    ``agents.relay.AgentServer`` (entered: ``$LEGO_AGENT_RELAY`` set for the
+    child) serving the LLM agent in this process, and ``sink`` made safe for
+    the server's threads (the agent's stream events come from them).
+    ``(None, sink)`` otherwise.  The endpoint settings and key are read here
+    from the environment (``agents.llm.settings``); the child never sees them."""
+    if config.agent == "template" or config.agent_pool:
+        return None, sink
+    import threading
+
+    from lego_core.agents import make_llm_agent
+    from lego_core.agents.relay import AgentServer
+
+    lock = threading.Lock()
+
+    def locked(event) -> None:
+        with lock:
+            sink(event)
+
+    server = AgentServer({"llm": make_llm_agent(config, locked)})
+    return server.__enter__(), locked
+
+
 def _key_for(spec: ProblemSpec, config: OptimizeConfig):
     """``signature -> cache key`` for the run's forwarded kernels, from what
     this process knows (``search.engine``'s key, computed here: the device
     and its GPU's name, the dtype, the pipeline's agent, the config, the
     versions and the generator's hash), not from what the child says."""
-    from lego_core.agents import make_agent
+    from lego_core.agents import agent_name
     from lego_core.cache import cache_key
-    from lego_core.pipeline import AGENT
 
     device = spec.device
     if device == "cuda":
@@ -133,7 +178,7 @@ def _key_for(spec: ProblemSpec, config: OptimizeConfig):
 
         device = f"cuda:{gpu_probe.probe()['name']}"
     dtype = str(spec.torch_dtype).removeprefix("torch.")
-    agent, config_key = make_agent(AGENT).name, config.key()
+    agent, config_key = agent_name(config.agent), config.key()
     return lambda signature: cache_key(signature, device, dtype, agent, config_key)
 
 

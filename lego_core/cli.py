@@ -1,7 +1,7 @@
 """Command line: ``python -m lego_core optimize MODEL.py [options]``.
 
 Usage: python -m lego_core optimize MODEL.py [--set k=v ...] [--dtype fp32|bf16|fp16] [--device cpu|cuda] [--out DIR]
-       [--agents N] [--strategy lego|monolithic] [--no-dedupe] [--no-mutation] [--no-cache]
+       [--agent template|llm|both] [--agents N] [--strategy lego|monolithic] [--no-dedupe] [--no-mutation] [--no-cache]
        [--max-agent-calls N] [--max-tokens N] [--max-search-time S] [--patience S]
 
 Shows a progress bar while the search runs and ends with a summary table.
@@ -18,7 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from lego_core.api import optimize
-from lego_core.config import MAX_AGENTS, STRATEGIES, OptimizeConfig
+from lego_core.config import AGENT_CHOICES, MAX_AGENTS, STRATEGIES, OptimizeConfig
 from lego_core.errors import OptimizeError
 from lego_core.events import Event
 from lego_core.spec import DEVICES, DTYPE_NAMES, ProblemError, ProblemSpec, parse_overrides
@@ -40,6 +40,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="capture 4-D activations in channels-last (NHWC) order; auto: on a GPU for models with a 2-D convolution (default off)")
     opt.add_argument("--timeout", type=seconds_argument, default=None, help="stop the run after this many seconds")
     search = opt.add_argument_group("search")
+    search.add_argument("--agent", choices=AGENT_CHOICES, default="template",
+                        help="who writes kernels: template (offline), llm (a language model at $LEGO_LLM_BASE_URL), both (best verified wins)")
+    search.add_argument("--max-attempts", type=_positive_int, default=OptimizeConfig.max_attempts, metavar="N",
+                        help=f"agent calls per sub-problem, later ones with the verifier's feedback (default {OptimizeConfig.max_attempts})")
     search.add_argument("--agents", type=_agent_count, default=OptimizeConfig.agents, metavar="N", help=f"agents working on different nodes at once (default {OptimizeConfig.agents})")
     search.add_argument("--strategy", choices=STRATEGIES, default="lego", help="lego: the AND-OR tree search; monolithic: one agent handed the whole model (a baseline)")
     search.add_argument("--no-dedupe", action="store_true", help="solve every sub-problem on its own, even when an equal one was solved (an ablation)")
@@ -133,7 +137,14 @@ def summary_table(report: dict) -> Table:
         agents = metrics.get("agents", 1)
         how = f"{agents} agent{'s' if agents != 1 else ''} at once"
     table.add_row(f"agent calls ({how})", str(metrics["agent_calls"]))
-    table.add_row("tokens", str(metrics.get("tokens", 0)))
+    tokens = f"{metrics.get('tokens', 0)}"
+    if metrics.get("prompt_tokens") or metrics.get("completion_tokens"):
+        tokens += f" ({metrics['prompt_tokens']} prompt + {metrics['completion_tokens']} completion)"
+    if metrics.get("cost_usd"):
+        tokens += f", ${metrics['cost_usd']:.4f}"
+    table.add_row("tokens", tokens)
+    for name, why in metrics.get("agents_retired", {}).items():
+        table.add_row(f"agent {name} stopped", why[:120])
     hits = metrics.get("cache_hits", 0)
     if not metrics.get("cache", True):
         cached = "off"
@@ -179,6 +190,8 @@ def run_optimize(args: argparse.Namespace, console: Console) -> int:
         channels_last={"off": False, "on": True, "auto": "auto"}[args.channels_last],
         timeout_s=args.timeout,
         agents=args.agents,
+        agent=args.agent,
+        max_attempts=args.max_attempts,
         strategy=args.strategy,
         dedupe=not args.no_dedupe,
         mutation=not args.no_mutation,

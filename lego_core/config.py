@@ -10,6 +10,7 @@ import dataclasses
 import os
 
 STRATEGIES = ("lego", "monolithic")
+AGENT_CHOICES = ("template", "llm", "both")  # lego_core.agents.make_agent
 
 
 def _three_quarters_of_memory_mb() -> int | None:
@@ -97,7 +98,15 @@ class OptimizeConfig:
     plan).  ``max_attempts``: agent calls per sub-problem (later ones get the
     verifier's feedback).  ``agent_pool``: ``"module:factory"`` of a remote
     agent pool (the web app's Celery fan-out); None runs agents in local
-    threads.
+    threads.  ``agent``: who writes kernels: ``template`` (offline), ``llm``
+    (a language model, ``lego_core.agents.llm``; endpoint settings from the
+    environment of the process that runs it, never from this config) or
+    ``both`` (every node goes to each that can attempt it; the best verified
+    candidate wins).  ``max_tokens`` is then a hard budget: the LLM agent
+    caps each completion at what is left and starts no call once it is spent.
+    ``llm_model``: the language model's name, for the kernel cache key (a
+    kernel one model wrote is not another's answer); ``optimize`` fills it
+    from ``LEGO_LLM_MODEL`` when an LLM agent runs and it is empty.
 
     Sandbox: ``limits``: the optimizer child's resource limits
     (:class:`SandboxLimits`).
@@ -125,6 +134,8 @@ class OptimizeConfig:
     patience_s: float | None = None
     max_attempts: int = 2
     agent_pool: str | None = None
+    agent: str = "template"
+    llm_model: str = ""
     seeds_drawn: bool = False
     limits: SandboxLimits = dataclasses.field(default_factory=SandboxLimits)
 
@@ -140,6 +151,8 @@ class OptimizeConfig:
             object.__setattr__(self, "e2e_seed", next(s for s in draw_seeds(4) if s not in self.verify_seeds))
         if self.strategy not in STRATEGIES:
             raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, got {self.strategy!r}")
+        if self.agent not in AGENT_CHOICES:
+            raise ValueError(f"agent must be one of {', '.join(AGENT_CHOICES)}, got {self.agent!r}")
         if not 1 <= self.agents <= MAX_AGENTS:
             raise ValueError(f"agents must be from 1 to {MAX_AGENTS}, got {self.agents}")
         if self.channels_last not in (True, False, "auto"):
@@ -152,4 +165,7 @@ class OptimizeConfig:
         seeds count as one setting ("drawn"): a cached kernel is verified
         again on every run's own inputs anyway."""
         seeds = "drawn" if self.seeds_drawn else list(self.verify_seeds)
-        return {"verify_seeds": seeds, "use_triton": self.use_triton, "force_triton": self.force_triton}
+        key = {"verify_seeds": seeds, "use_triton": self.use_triton, "force_triton": self.force_triton}
+        if self.agent != "template":  # the template agent's keys stay as they were
+            key["llm_model"] = self.llm_model
+        return key

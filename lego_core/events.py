@@ -126,6 +126,37 @@ class TranscriptMessage(Event):
 
 
 @dataclasses.dataclass
+class TranscriptChunk(Event):
+    """A piece of a language model's reply while it streams (LLM agents).
+    ``call``: the agent call it belongs to (``<agent>-<sub id>-<n>``), so a
+    viewer appends pieces of one call in ``seq`` order; the whole reply
+    follows as a TranscriptMessage when the call ends (the stored
+    transcript is whole; chunks are for watching it grow)."""
+
+    type: ClassVar[str] = "transcript_chunk"
+    node_id: str
+    agent: str
+    call: str
+    seq: int
+    text: str
+
+
+@dataclasses.dataclass
+class AgentUsage(Event):
+    """One language-model call's usage as the server reported it: tokens of
+    the prompt and of the completion, their cost in USD at the configured
+    prices (0 when none are set), and the run's totals so far."""
+
+    type: ClassVar[str] = "agent_usage"
+    node_id: str
+    agent: str
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float = 0.0
+    run_tokens: int = 0
+
+
+@dataclasses.dataclass
 class VerificationResult(Event):
     """Outcome of checking a candidate against its reference."""
 
@@ -211,6 +242,8 @@ EVENT_TYPES: dict[str, type[Event]] = {
         NodeStarted,
         CandidateProposed,
         TranscriptMessage,
+        TranscriptChunk,
+        AgentUsage,
         VerificationResult,
         Timing,
         PlanImproved,

@@ -36,7 +36,7 @@ from lego_core.tree import FusionTree, build_tree, node_created
 from lego_core.verify_policy import seeds_record
 
 
-AGENT = "template"  # the search's own agent (its name is part of every kernel cache key: api._key_for)
+AGENT = "template"  # the default agent (OptimizeConfig.agent; its name is part of every kernel cache key: api._key_for)
 
 
 def run_pipeline(spec: ProblemSpec, out_dir: str, config: OptimizeConfig, emit: Sink, run_id: str | None = None, commit: bool = True) -> dict:
@@ -98,7 +98,7 @@ def _run(spec: ProblemSpec, target: Path, out: Path, config: OptimizeConfig, emi
         parameters = {name for name, src in graph.sources.items() if src.kind == "parameter"}
         # signatures solved by earlier runs; in the sandbox, new entries go to the parent, which writes them
         cache = KernelCache(config.cache_dir, enabled=config.cache, forward=sandbox_child.forwarder("cache"))
-        search = Search(tree, activations, parameters, make_agent(AGENT), config, spec.torch_dtype, spec.device, Path(work), emit, cache)
+        search = Search(tree, activations, parameters, make_agent(config.agent, config, emit), config, spec.torch_dtype, spec.device, Path(work), emit, cache)
         search.cache_origin = f"run {run_id} of {spec.name}"
         search.meter = meter
         result = run_search(search)  # top-down, dedupe, agents in parallel, mutation, budgets

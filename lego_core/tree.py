@@ -91,6 +91,7 @@ class OrNode:
     reused_from: str | None = None
     fused_from: list[str] | None = None  # mutation: the plan items this node fuses
     feedback: list[str] = dataclasses.field(default_factory=list)
+    retry_agents: list[str] = dataclasses.field(default_factory=list)  # the agents a retry asks again
 
     @property
     def is_leaf(self) -> bool:
@@ -235,6 +236,13 @@ def node_created(node: OrNode | AndNode) -> NodeCreated:
         node_id=node.id, kind="or", parent=node.parent, label=sub.label, signature=sub.signature, ops=sub.ops,
         shapes=shapes, input_shapes=input_shapes, reference=sub.reference_source("reference"),
     )
+
+
+def node_id_for(sub_id: str) -> str:
+    """The OR node id of a sub-problem id made by the tree (``sp012`` ->
+    ``or012``; the root's ``sp_model`` -> ``or000``): how an agent that sees
+    only the sub-problem names the node in its events."""
+    return "or000" if sub_id == "sp_model" else f"or{sub_id[2:]}"
 
 
 def _id_counter():

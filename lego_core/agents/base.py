@@ -12,20 +12,33 @@ class Proposal:
     """What an agent returns: Triton ``source`` (an importable file with a
     ``launch(*inputs, out=None)`` function) or None when it declines, the
     kernel's name, the transcript as ``(role, content)`` messages and the
-    tokens the agent spent (0 for agents that use no language model)."""
+    tokens the agent spent (0 for agents that use no language model), split
+    into ``prompt_tokens`` and ``completion_tokens`` as the server reported
+    them, with their ``cost_usd``.  ``unavailable``: set (to why, one line)
+    when the agent cannot work any more in this run (its endpoint keeps
+    failing); the search then stops asking it."""
 
     source: str | None
     kernel_name: str = ""
     transcript: list = dataclasses.field(default_factory=list)
     tokens: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    unavailable: str = ""
 
     def to_dict(self) -> dict:
         """Plain data (crosses process and Celery boundaries)."""
-        return {"source": self.source, "kernel_name": self.kernel_name, "transcript": [list(m) for m in self.transcript], "tokens": self.tokens}
+        data = dataclasses.asdict(self)
+        data["transcript"] = [list(m) for m in self.transcript]
+        return data
 
     @classmethod
     def from_dict(cls, data: dict) -> "Proposal":
-        return cls(data.get("source"), data.get("kernel_name", ""), [tuple(m) for m in data.get("transcript", [])], int(data.get("tokens", 0)))
+        return cls(
+            data.get("source"), data.get("kernel_name", ""), [tuple(m) for m in data.get("transcript", [])], int(data.get("tokens", 0)),
+            int(data.get("prompt_tokens", 0)), int(data.get("completion_tokens", 0)), float(data.get("cost_usd", 0.0)), str(data.get("unavailable", "")),
+        )
 
 
 class Agent(Protocol):
@@ -43,3 +56,24 @@ class Agent(Protocol):
     def can_attempt(self, sub: SubProblem) -> bool: ...
 
     def propose(self, sub: SubProblem, feedback: list[str]) -> Proposal: ...
+
+
+class Team:
+    """Several agents on one tree (``--agent both``): every member that can
+    attempt a sub-problem gets it, and the best verified candidate wins,
+    whoever wrote it.  ``name`` joins the members' names (the kernel cache
+    key's agent part)."""
+
+    def __init__(self, members: list):
+        if not members:
+            raise ValueError("a team needs at least one agent")
+        self.members = list(members)
+        self.name = "+".join(m.name for m in self.members)
+
+    def can_attempt(self, sub: SubProblem) -> bool:
+        return any(m.can_attempt(sub) for m in self.members)
+
+
+def members(agent) -> list:
+    """The agents behind ``agent``: a Team's members, or the agent itself."""
+    return list(agent.members) if isinstance(agent, Team) else [agent]

@@ -49,7 +49,7 @@ from pathlib import Path
 import torch
 
 from lego_core import costing, timing_guard
-from lego_core.agents.base import Agent, Proposal
+from lego_core.agents.base import Agent, Proposal, members
 from lego_core.judge import CandidateRaised, Executor, ExecutorTampered, JudgeError, RemoteModule
 from lego_core.agents.pool import make_pool
 from lego_core.config import OptimizeConfig
@@ -128,6 +128,7 @@ class Outcome:
     from_cache: bool = False
     feedback: list[str] = dataclasses.field(default_factory=list)
     failed_verification: bool = False
+    retry_agents: list[str] = dataclasses.field(default_factory=list)  # members whose candidate failed: asked again
 
 
 class Search:
@@ -169,6 +170,13 @@ class Search:
         self.library_times: dict[str, float] = {}  # signature -> measured ms (equal regions time alike)
         self.agent_calls = 0
         self.tokens = 0
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+        self.cost_usd = 0.0
+        self.node_tokens: dict[str, int] = {}  # node id -> tokens its agent calls spent
+        self.retired: dict[str, str] = {}  # agent name -> why the search stopped asking it
+        self.agent_feedback: dict[tuple[str, str], list[str]] = {}  # (node id, agent) -> verifier's reasons
+        self.members = members(agent)
         self.reused = 0
         self.cache_hits = 0
         self.cache_stale = 0
@@ -197,8 +205,9 @@ class Search:
 
     def run(self) -> SearchResult:
         """Search until done or out of budget; return the best plan."""
-        pool = make_pool(self.agent, self.config.agents, self.config.agent_pool) if self.config.use_triton else None
-        self.pool = pool
+        pools = {m.name: make_pool(m, self.config.agents, self.config.agent_pool) for m in self.members} if self.config.use_triton else {}
+        self.pools = pools
+        pool = pools or None
         try:
             if pool is not None:
                 self._judge().start()  # imports torch in the background while the search begins
@@ -217,8 +226,8 @@ class Search:
             else:
                 self.first_plan_s = self._elapsed()
         finally:
-            if pool is not None:
-                pool.close()
+            for each in pools.values():
+                each.close()
             self.close()
         plan = best_plan(self.tree, self.config.force_triton)
         return SearchResult(plan, baseline.cost_ms, self._metrics(), self.mutations)
@@ -232,6 +241,12 @@ class Search:
         return {
             "agent_calls": self.agent_calls,
             "tokens": self.tokens,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "cost_usd": round(self.cost_usd, 6),
+            "tokens_by_node": dict(self.node_tokens),
+            "agent": self.agent.name,
+            "agents_retired": dict(self.retired),
             "time_to_first_plan_s": round(first, 3),
             "time_to_final_plan_s": round(final, 3),
             "reused_nodes": self.reused,
@@ -275,6 +290,8 @@ class Search:
             return "agent-call budget"
         if c.max_tokens is not None and self.tokens >= c.max_tokens:
             return "token budget"
+        if self.retired and len(self.retired) == len(self.members):
+            return "every agent unavailable"
         if c.max_search_s is not None and self._elapsed() >= c.max_search_s:
             return "wall-time budget"
         if c.patience_s is not None and time.monotonic() - self.last_improvement >= c.patience_s:
@@ -337,10 +354,12 @@ class Search:
         node.candidates.extend(outcome.candidates)
         again: list[OrNode] = []
         tries = self.attempts.get(node.id, 0)
-        if outcome.failed_verification and not outcome.from_cache and tries < self.config.max_attempts:
+        retry = [name for name in outcome.retry_agents if name not in self.retired]
+        if retry and not outcome.from_cache and tries < self.config.max_attempts:
             node.feedback = outcome.feedback
+            node.retry_agents = retry
             self.retrying.add(node.id)
-            return [node]  # back to its agent with the verifier's reason
+            return [node]  # back to its agent(s) with the verifier's reason
         if self.config.dedupe:
             sig = node.sub.signature
             self.solved[sig] = node
@@ -392,36 +411,76 @@ class Search:
         if too_large:
             self.emit(TranscriptMessage(node_id=node.id, agent="scheduler", role="system", content=too_large))
             return Outcome([])
-        feedback = list(node.feedback)
+        # the scheduler asked the agent already; a team's members each decide (the monolithic root goes to all)
+        solo = len(self.members) == 1 or node is self.tree.root
+        asked = [m for m in self.members if m.name not in self.retired and (solo or m.can_attempt(node.sub))]
+        if self.attempts[node.id] > 1:  # a retry: only the agents whose candidate failed
+            asked = [m for m in asked if m.name in getattr(node, "retry_agents", ())]
+        futures = {}
+        for member in asked:
+            feedback = list(self.agent_feedback.get((node.id, member.name), []))
+            futures[self._submit(member, node, feedback)] = (member, feedback)
+        outcome = Outcome([])
+        proposals: list[Proposal] = []
+        for future in concurrent.futures.as_completed(futures):  # a fast agent's kernel is checked while others write
+            member, feedback = futures[future]
+            try:
+                proposal = future.result()
+            except Exception as exc:  # noqa: BLE001 - an agent failure is that node's failure, not the run's
+                proposal = Proposal(None, transcript=[("system", f"the agent failed: {type(exc).__name__}: {exc}")])
+            proposals.append(proposal)
+            self._take(node, member, feedback, proposal, outcome)
+        outcome.failed_verification = bool(outcome.candidates) and not any(c.usable for c in outcome.candidates)
+        final = not outcome.retry_agents or self.attempts[node.id] >= self.config.max_attempts
+        if key and final and proposals:
+            self._store(key, node, proposals[-1], outcome)
+        outcome.candidates[:0] = stale
+        return outcome
+
+    def _submit(self, member: Agent, node: OrNode, feedback: list[str]) -> concurrent.futures.Future:
         try:
-            proposal = self.pool.submit(node.sub, feedback).result()
-        except Exception as exc:  # noqa: BLE001 - an agent failure is that node's failure, not the run's
-            proposal = Proposal(None, transcript=[("system", f"the agent failed: {type(exc).__name__}: {exc}")])
+            return self.pools[member.name].submit(node.sub, feedback)
+        except Exception as exc:  # noqa: BLE001 - a pool that refuses the call: that agent's failure
+            failed: concurrent.futures.Future = concurrent.futures.Future()
+            failed.set_exception(exc)
+            return failed
+
+    def _take(self, node: OrNode, member: Agent, feedback: list[str], proposal: Proposal, outcome: Outcome) -> None:
+        """Count one member's proposal, log its transcript, verify its kernel; adds to ``outcome``."""
+        name = member.name
         with self._emit_lock:
             self.agent_calls += 1
             self.tokens += proposal.tokens
+            self.prompt_tokens += proposal.prompt_tokens
+            self.completion_tokens += proposal.completion_tokens
+            self.cost_usd += proposal.cost_usd
+            if proposal.tokens:
+                self.node_tokens[node.id] = self.node_tokens.get(node.id, 0) + proposal.tokens
         for role, content in proposal.transcript:
-            self.emit(TranscriptMessage(node_id=node.id, agent=self.agent.name, role=role, content=content, tokens=0))
+            self.emit(TranscriptMessage(node_id=node.id, agent=name, role=role, content=content, tokens=0))
+        if proposal.unavailable and name not in self.retired:
+            self.retired[name] = proposal.unavailable
+            self.emit(Progress(stage="search", done=self.done, total=max(self.total, self.done), message=f"agent {name} stopped: {proposal.unavailable}"))
         spent = self.out_of_budget()
         if proposal.source is not None and spent in ("wall-time budget", "patience (no better plan)"):
             self.emit(TranscriptMessage(node_id=node.id, agent="scheduler", role="system", content=f"the {spent} ran out while the agent worked: its kernel is not verified or used"))
-            return Outcome([])
+            return
         if proposal.source is None:
-            outcome = Outcome([])
-        else:
-            number = self.attempts[node.id]
-            cand = Candidate(f"{node.id}-{self.agent.name}-{number}", node.id, self.agent.name, "triton", proposal.source, proposal.kernel_name or f"{node.sub.id}_kernel")
-            if number > 1:
-                cand.kernel_name = f"{cand.kernel_name}_v{number}"
-            self.emit(CandidateProposed(node_id=node.id, candidate_id=cand.id, agent=self.agent.name, implementation="triton", source=cand.source))
-            self._check(node, cand)
-            failed = not cand.usable
-            outcome = Outcome([cand], feedback=feedback + ([cand.rejected_reason] if failed else []), failed_verification=failed)
-        final = not outcome.failed_verification or self.attempts[node.id] >= self.config.max_attempts
-        if key and final:
-            self._store(key, node, proposal, outcome)
-        outcome.candidates[:0] = stale
-        return outcome
+            return
+        number = self.attempts[node.id]
+        tag = name if len(self.members) == 1 else name.replace("+", "_")
+        cand = Candidate(f"{node.id}-{tag}-{number}", node.id, name, "triton", proposal.source, proposal.kernel_name or f"{node.sub.id}_kernel")
+        if len(self.members) > 1 and not cand.kernel_name.endswith(f"_{name}"):
+            cand.kernel_name = f"{cand.kernel_name}_{name}"
+        if number > 1:
+            cand.kernel_name = f"{cand.kernel_name}_v{number}"
+        self.emit(CandidateProposed(node_id=node.id, candidate_id=cand.id, agent=name, implementation="triton", source=cand.source))
+        self._check(node, cand)
+        outcome.candidates.append(cand)
+        if not cand.usable:
+            self.agent_feedback[(node.id, name)] = feedback + [cand.rejected_reason]
+            outcome.feedback = feedback + [cand.rejected_reason]
+            outcome.retry_agents.append(name)
 
     def _check(self, node: OrNode, cand: Candidate) -> None:
         """Load, verify and time a candidate in the lane (one at a time).
@@ -706,7 +765,8 @@ class Search:
     def _store(self, key: str, node: OrNode, proposal: Proposal, outcome: Outcome) -> None:
         from lego_core.cache import CacheEntry
 
-        cand = outcome.candidates[-1] if outcome.candidates else None
+        usable_ones = [c for c in outcome.candidates if c.usable]
+        cand = min(usable_ones, key=lambda c: c.time_ms) if usable_ones else (outcome.candidates[-1] if outcome.candidates else None)
         usable = cand is not None and cand.usable
         report = cand.verified if cand is not None else None
         self.cache.put(

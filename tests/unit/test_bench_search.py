@@ -124,3 +124,18 @@ def test_dry_run_prints_every_planned_run(capsys, shared_models):
     assert out.startswith("4 runs planned")
     assert "scores_chain       agents 4     agents=4" in out
     assert "batch_size=8 d_model=48 d_hidden=96" in out
+
+
+def test_token_table_of_llm_scripted_runs():
+    def llm(model, variant, calls, prompt, completion):
+        report = fake_report(calls, 0.1)
+        report["metrics"].update(prompt_tokens=prompt, completion_tokens=completion)
+        return RunResult(model, variant, report, llm_requests=calls)
+
+    runs = [llm("m", "default", 4, 2000, 80), llm("m", "monolithic", 1, 1500, 20),
+            RunResult("n", "default", error="boom", llm_requests=0)]
+    assert sm.token_rows(runs) == [["m", "default", "4", "2000", "80", "500"], ["m", "monolithic", "1", "1500", "20", "1500"],
+                                   ["n", "default", "0", "-", "-", "-"]]
+    text = sm.render_tokens(runs, markdown=True)
+    assert "| all models | default | 4 | 2000 | 80 | 500 |" in text and "real prompts, scripted replies" in text
+    assert sm.make_config("monolithic", None, "llm").agent == "llm"

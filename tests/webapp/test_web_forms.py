@@ -57,3 +57,19 @@ def test_unknown_dtype_is_refused():
     form = form_with(dtype="fp8")
     assert not form.is_valid()
     assert "dtype" in form.errors
+
+
+def test_the_agent_choice_defaults_to_template_and_rejects_unknown_names():
+    """Issue 12: the upload form's agent choice (template, llm, both)."""
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from webapp.runs.forms import RunForm
+
+    def form(agent):
+        data = {"overrides": "", "dtype": "fp32", "device": "cpu"} | ({"agent": agent} if agent is not None else {})
+        return RunForm(data, {"upload": SimpleUploadedFile("m.py", b"x = 1\n")})
+
+    for given, agent in ((None, "template"), ("both", "both"), ("llm", "llm")):
+        checked = form(given)
+        assert checked.is_valid() and checked.cleaned_data["agent"] == agent
+    assert not form("gpt").is_valid()

@@ -117,6 +117,7 @@ def run_json(request, run: Run) -> dict[str, Any]:
         "overrides": run.ordered_overrides,
         "dtype": run.dtype,
         "device": run.device,
+        "agent": run.agent,
         "created": run.created_at,
         "started": run.started_at,
         "finished": run.finished_at,
@@ -229,7 +230,7 @@ def form_errors(form: RunForm, overrides: str) -> dict[str, list[str]]:
             message, code = item["message"], item["code"]
             if field == "upload" and code == "required":
                 message = "No model file. Send the .py file as the multipart field 'model', e.g. curl -F model=@my_model.py."
-            elif field in ("dtype", "device") and code == "invalid_choice":
+            elif field in ("dtype", "device", "agent") and code == "invalid_choice":
                 choices = ", ".join(value for value, _ in Run._meta.get_field(field).choices)
                 message = f"{message} Use one of: {choices}."
             elif field == "overrides":
@@ -270,6 +271,7 @@ def create_run(request) -> tuple[Run | None, dict[str, list[str]]]:
         "overrides": overrides,
         "dtype": data.get("dtype") or "fp32",
         "device": data.get("device") or "cpu",
+        "agent": data.get("agent") or "template",
     }
     form = RunForm(fields, {"upload": upload} if upload is not None else {})
     if not form.is_valid():

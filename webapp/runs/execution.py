@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import threading
 from pathlib import Path
 from typing import Any, Callable
 
@@ -64,6 +65,7 @@ class EventRecorder:
 
     def __init__(self, run: Run):
         self.run = run
+        self._lock = threading.Lock()  # the run's task and its agent relay (streamed LLM events) both record
         last = run.events.order_by("-seq").values_list("seq", flat=True).first()
         self.seq = last or 0
         self.saw_failure = False
@@ -72,18 +74,21 @@ class EventRecorder:
         self.record(event.to_dict())
 
     def record(self, data: dict) -> RunEvent:
-        """Store ``data`` (an event's dict) as the next RunEvent, then notify."""
-        self.seq += 1
-        self.saw_failure |= data.get("type") == RunFailed.type
-        try:
-            with transaction.atomic():
-                event = RunEvent.objects.create(run=self.run, seq=self.seq, type=data["type"], data=server_paths.scrub(jsonable(data), self.run.pk))  # no server paths reach viewers
-        except IntegrityError:
-            # only ``lifecycle.end_run`` writes events beside this recorder,
-            # and only when it ends the run: this one is over
-            raise RunStopped(f"run {self.run.pk} was ended from outside; its task stops") from None
+        """Store ``data`` (an event's dict) as the next RunEvent, then notify.
+        Thread-safe."""
+        with self._lock:
+            self.seq += 1
+            seq = self.seq
+            self.saw_failure |= data.get("type") == RunFailed.type
+            try:
+                with transaction.atomic():
+                    event = RunEvent.objects.create(run=self.run, seq=seq, type=data["type"], data=server_paths.scrub(jsonable(data), self.run.pk))  # no server paths reach viewers
+            except IntegrityError:
+                # only ``lifecycle.end_run`` writes events beside this recorder,
+                # and only when it ends the run: this one is over
+                raise RunStopped(f"run {self.run.pk} was ended from outside; its task stops") from None
         # stored first: a viewer woken up now reads it from the database
-        live.notify_new_events(self.run.pk, self.seq)
+        live.notify_new_events(self.run.pk, seq)
         return event
 
 
@@ -118,10 +123,14 @@ def claim(run_id: str, worker: str) -> Run | None:
     return run
 
 
-def run_config(owner_id: int | None = None) -> OptimizeConfig:
+def run_config(owner_id: int | None = None, agent: str = "template") -> OptimizeConfig:
     """The optimizer's knobs for a web run: its time limits (the run's, and
     loading the file's), how many agents work at once and, with fan-out on,
-    that they run on the agents queue.
+    that they run on the agents queue; ``agent``: the run's choice
+    (``template``, ``llm``, ``both``).  Without fan-out an LLM agent runs in
+    this worker process (``lego_core.api``'s agent server), with it on the
+    agents workers; either way its endpoint and key come from the server's
+    ``LEGO_LLM_*`` environment, never from the run.
 
     The kernel cache is the owner's own (``LEGO_CACHE_DIR/user-<id>``):
     an entry comes from a run of uploaded code, which chooses what its
@@ -134,6 +143,7 @@ def run_config(owner_id: int | None = None) -> OptimizeConfig:
         timeout_s=settings.LEGO_RUN_TIMEOUT_S,
         load_timeout_s=settings.LEGO_LOAD_TIMEOUT_S,
         agents=settings.LEGO_AGENTS,
+        agent=agent,
         agent_pool=FANOUT_POOL if settings.LEGO_AGENT_FANOUT else None,
         cache_dir=str(cache_dir / f"user-{owner_id}" if owner_id is not None else cache_dir / "shared"),
     )
@@ -165,8 +175,9 @@ def execute(run: Run, on_stop: Callable[[], None] | None = None) -> None:
     try:
         with heartbeat.Heartbeat(run.pk, settings.LEGO_HEARTBEAT_S, on_stop):
             spec = ProblemSpec(run.upload.path, run.overrides, run.dtype, run.device)
-            config = run_config(run.owner_id)
-            with AgentRelay() if config.agent_pool else contextlib.nullcontext() as relay:
+            config = run_config(run.owner_id, run.agent)
+            relay_for_run = AgentRelay(run_id=run.pk, on_event=recorder.record) if config.agent_pool else contextlib.nullcontext()
+            with relay_for_run as relay:
                 sink = stop_when_agents_missing(recorder, relay)
                 report = optimize(spec, run.output_path, config=config, sink=sink)
     except RunStopped as exc:

@@ -20,6 +20,15 @@ sends the tasks itself.  Either way one thread does all the Celery work
 (``CeleryCalls``): Celery's result backends are per thread and not
 thread-safe.
 
+An LLM agent on an agents worker streams its reply: the task records each
+``transcript_chunk`` and ``agent_usage`` event it makes in its Celery state
+(``PROGRESS``, the list so far) and returns the whole list with the proposal.
+The relay, which knows its run (``AgentRelay(run_id, on_event)``), sends the
+run id with each task (the worker keeps one agent per run, so a repair turn
+sees the attempt before it) and passes the events it has not yet seen to
+``on_event``: the run's own EventRecorder, so they land in the run's event
+log in order with the others.  Events hold no endpoint key.
+
 Nothing hangs: a task that no worker takes within ``LEGO_AGENT_TIMEOUT_S``
 fails its future with ``AgentWorkerMissing``, whose message names the queue
 and how to start a worker on it; after that every call fails at once, and the
@@ -52,6 +61,7 @@ RELAY_ENV = "LEGO_AGENT_RELAY"
 RELAY_TIMEOUT_ENV = "LEGO_AGENT_RELAY_TIMEOUT_S"  # the relay's own timeout, for the child (which has no settings)
 POLL_S = 0.1  # how often pending results are looked up
 RELAY_GRACE_S = 60.0  # the child waits this much longer than the relay's own timeout
+STREAMED_EVENTS = ("transcript_chunk", "agent_usage")  # what an agents worker may add to a run's event log
 
 
 class AgentWorkerMissing(RuntimeError):
@@ -138,15 +148,21 @@ class _Call:
     task_id: str
     future: concurrent.futures.Future
     deadline: float
+    seen: int = 0  # streamed events already passed on
 
 
 class CeleryCalls:
     """Sends ``runs.propose`` tasks to ``queue_name`` and completes each
     call's future from the result backend, from one thread of its own
-    (started by the first call; nothing connects before that)."""
+    (started by the first call; nothing connects before that).
 
-    def __init__(self, queue_name: str, timeout_s: float):
+    ``run_id`` goes with each task; ``on_event(data)`` gets the streamed
+    events (dicts, types ``STREAMED_EVENTS``) of the calls in order, from
+    that thread, as the workers report them."""
+
+    def __init__(self, queue_name: str, timeout_s: float, run_id: str | None = None, on_event=None):
         self.queue_name, self.timeout_s = queue_name, float(timeout_s)
+        self.run_id, self.on_event = (str(run_id) if run_id is not None else None), on_event
         self.missing: AgentWorkerMissing | None = None
         self._requests: queue.Queue = queue.Queue()
         self._pending: dict[str, _Call] = {}
@@ -219,6 +235,7 @@ class CeleryCalls:
                 result = app.send_task(
                     PROPOSE_TASK,
                     args=[agent_name, payload, feedback],
+                    kwargs={"run_id": self.run_id} if self.run_id else {},
                     queue=self.queue_name,
                     ignore_result=False,
                     expires=self.timeout_s,
@@ -237,8 +254,15 @@ class CeleryCalls:
             except Exception:  # noqa: BLE001 - a result file half written, a dropped connection: look again
                 meta = {"status": "PENDING"}
             state = meta.get("status")
+            if state == "PROGRESS":
+                self._pass_on(call, meta.get("result"))
+                continue
             if state == "SUCCESS":
-                call.future.set_result(meta.get("result"))
+                result = meta.get("result")
+                self._pass_on(call, result)
+                if isinstance(result, dict):
+                    result = {k: v for k, v in result.items() if k != "events"}
+                call.future.set_result(result)
             elif state in ("FAILURE", "REVOKED"):
                 exc = meta.get("result")
                 call.future.set_exception(RuntimeError(f"the agent task failed on its worker: {type(exc).__name__}: {exc}"))
@@ -253,6 +277,23 @@ class CeleryCalls:
                 continue
             del self._pending[call.task_id]
             _forget(app, call.task_id)
+
+    def _pass_on(self, call: _Call, data) -> None:
+        """Give ``on_event`` the streamed events of ``data`` (a task's progress
+        meta or result: ``{"events": [...]}``) that ``call`` has not passed on yet."""
+        events = data.get("events") if isinstance(data, dict) else None
+        if not isinstance(events, list):
+            return
+        new, call.seen = events[call.seen:], max(call.seen, len(events))
+        if self.on_event is None:
+            return
+        for event in new:
+            if not (isinstance(event, dict) and event.get("type") in STREAMED_EVENTS):
+                continue
+            try:
+                self.on_event(event)
+            except Exception:  # noqa: BLE001 - the run ended meanwhile (RunStopped), a database hiccup: the proposal still counts
+                log.debug("a streamed agent event was not recorded", exc_info=True)
 
     def _no_worker(self, app) -> None:
         """No worker took a task in time: fail every call not yet taken, and all later ones."""
@@ -302,12 +343,14 @@ class AgentRelay:
     closes the socket, the threads and the connections.  ``missing`` is the
     AgentWorkerMissing error once no worker took a task in time, else None.
     The variable is process-wide: one run at a time per process, as the run
-    worker's one-process pool guarantees.
+    worker's one-process pool guarantees.  ``run_id`` and ``on_event``: see
+    CeleryCalls (the run's id, and where the agents' streamed events go).
     """
 
-    def __init__(self, queue_name: str | None = None, timeout_s: float | None = None):
+    def __init__(self, queue_name: str | None = None, timeout_s: float | None = None, run_id=None, on_event=None):
         settings = _settings()
-        self.calls = CeleryCalls(queue_name or settings.LEGO_AGENT_QUEUE, timeout_s or settings.LEGO_AGENT_TIMEOUT_S)
+        self.calls = CeleryCalls(queue_name or settings.LEGO_AGENT_QUEUE, timeout_s or settings.LEGO_AGENT_TIMEOUT_S,
+                                 run_id=run_id, on_event=on_event)
         self._dir = tempfile.mkdtemp(prefix="lego-relay-")  # mode 0700: only this user connects
         self.path = os.path.join(self._dir, "agents.sock")
         self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

@@ -29,9 +29,18 @@ class RunForm(forms.ModelForm):
         help_text="Module-level constants to change, one name=value per line or comma-separated.",
     )
 
+    agent = forms.ChoiceField(
+        required=False,
+        choices=[("template", "template (offline)"), ("llm", "LLM (the server's endpoint)"), ("both", "both: the best verified kernel wins")],
+        help_text="Who writes kernels. An LLM uses the server's configured OpenAI-compatible endpoint.",
+    )
+
+    def clean_agent(self) -> str:
+        return self.cleaned_data.get("agent") or "template"
+
     class Meta:
         model = Run
-        fields = ["upload", "overrides", "dtype", "device"]
+        fields = ["upload", "overrides", "dtype", "device", "agent"]
         labels = {"upload": "Model file (.py)"}
         help_texts = {"upload": "KernelBench format: class Model, get_inputs(), get_init_inputs()."}
 

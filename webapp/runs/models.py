@@ -58,6 +58,8 @@ class Run(models.Model):
     override_order = models.JSONField(default=list, blank=True)
     dtype = models.CharField(max_length=8, choices=DTYPES, default="fp32")
     device = models.CharField(max_length=8, choices=DEVICES, default="cpu")
+    # who writes kernels (lego_core.config.AGENT_CHOICES); an LLM's endpoint comes from the server's LEGO_LLM_* settings
+    agent = models.CharField(max_length=16, choices=[("template", "template (offline)"), ("llm", "LLM"), ("both", "both")], default="template")
     state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED, db_index=True)
     error_message = models.TextField(blank=True)
     error_line = models.PositiveIntegerField(null=True, blank=True)

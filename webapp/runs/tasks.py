@@ -18,8 +18,10 @@ process dies, so its next delivery can fail the run with the reason
 with a message), its hard limit kills the pool process.  Its task id is the
 run's id, so a cancel can revoke it (``lifecycle.cancel_run``).
 """
+import collections
 import datetime
 import logging
+import threading
 
 from celery import shared_task
 from django.conf import settings
@@ -111,15 +113,66 @@ def reap() -> int:
     return len(lifecycle.reap_stuck_runs()) + len(resend_lost_runs())
 
 
-@shared_task(bind=True, name="runs.propose", ignore_result=False, track_started=True)
-def propose(self, agent_name: str, payload: dict, feedback: list) -> dict:
-    """One agent call: rebuild the sub-problem from its JSON payload, ask the
-    agent, return the proposal as plain data.  The transcript starts with the
-    worker that answered."""
+AGENTS_KEPT = 16  # runs whose agents an agents worker process keeps (a repair turn needs the agent's last file)
+_agents: "collections.OrderedDict[tuple, object]" = collections.OrderedDict()
+_agents_lock = threading.Lock()
+_streaming = threading.local()  # .events: the streamed events of the call this thread is making
+
+
+def _stream_sink(event) -> None:
+    """The agents' event sink: the event goes to the call its thread is making."""
+    events = getattr(_streaming, "events", None)
+    if events is not None:
+        events.append(event.to_dict())
+        _streaming.report(events)
+
+
+def agent_for(agent_name: str, run_id: str | None):
+    """The agent for one call of run ``run_id``: the same instance for every
+    call of that run in this process (the last ``AGENTS_KEPT`` runs), a new
+    one without a run id.  Its stream goes to ``_stream_sink``."""
     from lego_core.agents import make_agent
+
+    if run_id is None:
+        return make_agent(agent_name, emit=_stream_sink)
+    key = (run_id, agent_name)
+    with _agents_lock:
+        agent = _agents.get(key)
+        if agent is None:
+            agent = _agents[key] = make_agent(agent_name, emit=_stream_sink)
+            while len(_agents) > AGENTS_KEPT:
+                _agents.popitem(last=False)
+        _agents.move_to_end(key)
+        return agent
+
+
+@shared_task(bind=True, name="runs.propose", ignore_result=False, track_started=True)
+def propose(self, agent_name: str, payload: dict, feedback: list, run_id: str | None = None) -> dict:
+    """One agent call of run ``run_id``: rebuild the sub-problem from its
+    JSON payload, ask the agent, return the proposal as plain data plus
+    ``events``, the ``transcript_chunk`` / ``agent_usage`` events the call
+    made (an LLM agent's streamed reply and usage).  While it streams, the
+    task's state is ``PROGRESS`` with the events so far, which the run's
+    relay passes on to the run's event log (``fanout.CeleryCalls``).  The
+    transcript starts with the worker that answered."""
     from lego_core.agents.payload import sub_from_payload
 
     sub = sub_from_payload(payload)
-    proposal = make_agent(agent_name).propose(sub, list(feedback))
-    proposal.transcript.insert(0, ("system", f"agents worker {self.request.hostname or '?'} took sub-problem {sub.id}"))
-    return proposal.to_dict()
+    events: list = []
+    task_id = self.request.id
+
+    def report(so_far: list) -> None:
+        if task_id:
+            try:
+                self.update_state(task_id=task_id, state="PROGRESS", meta={"events": so_far})
+            except Exception:  # noqa: BLE001 - a backend hiccup loses a live update, not the call
+                log.debug("could not store the progress of %s", task_id, exc_info=True)
+
+    _streaming.events, _streaming.report = events, report
+    try:
+        proposal = agent_for(agent_name, run_id).propose(sub, list(feedback))
+    finally:
+        _streaming.events = None
+    where = f"agents worker {self.request.hostname or '?'} took sub-problem {sub.id}"
+    proposal.transcript.insert(0, ("system", where))
+    return {**proposal.to_dict(), "events": events}

@@ -14,7 +14,8 @@
  * Which <details> are open and the scroll position survive a refresh.
  * Stable hooks: the element gets id "node-panel" if it has none, class
  * "node-panel"; sections .node-summary, .node-reference, .node-candidates,
- * .node-transcript.
+ * .node-transcript; a reply still streaming is a .transcript-streaming
+ * message (data-call: the agent call) after the stored ones.
  */
 (function () {
   "use strict";
@@ -52,6 +53,12 @@
         return Array.isArray(s) ? "[" + s.join(", ") + "]" : s == null ? "(not a tensor)" : String(s);
       })
       .join(", ");
+  }
+
+  function fmtUsage(u) {
+    var text = (u.promptTokens + u.completionTokens) + " (" + u.promptTokens + " prompt + " + u.completionTokens +
+      " completion, " + u.calls + " call" + (u.calls === 1 ? "" : "s") + ")";
+    return u.costUsd ? text + ", $" + u.costUsd.toFixed(4) : text;
   }
 
   function fmtErr(v) {
@@ -237,6 +244,7 @@
         row(dl, "reused from", rf);
       }
       if (n.attempts) row(dl, "agent attempts", n.attempts + (n.agent ? " (" + n.agent + ")" : ""));
+      if (n.usage && n.usage.calls) row(dl, "tokens", fmtUsage(n.usage));
       var best = model.bestImplementation(n.id);
       if (best.ms !== null) {
         row(dl, "best time", fmtMs(best.ms) + " \u00b7 " + best.implementation + (best.measured ? ", measured" : ", estimated"));
@@ -358,6 +366,19 @@
       box.appendChild(meta);
       box.appendChild(el("pre", "transcript-content", msg.content));
       tr2.appendChild(box);
+    }
+    var streams = n.streams || [];
+    for (var w = 0; w < streams.length; w++) {
+      // a reply still being written (transcript_chunk); the stored message replaces it
+      var live = el("div", "transcript-message role-agent transcript-streaming");
+      live.setAttribute("data-call", streams[w].call);
+      var lm = el("div", "transcript-meta");
+      lm.appendChild(el("span", "transcript-role", "agent"));
+      lm.appendChild(el("span", "transcript-agent", streams[w].agent));
+      lm.appendChild(el("span", "transcript-tokens", "writing\u2026"));
+      live.appendChild(lm);
+      live.appendChild(el("pre", "transcript-content", streams[w].text));
+      tr2.appendChild(live);
     }
     root.appendChild(tr2);
   };

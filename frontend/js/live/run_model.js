@@ -52,10 +52,18 @@
  *             finish this decomposition
  *
  * Header: agentCalls = node_started events minus cache hits (node_reused via
- * cache); tokens = sum of transcript tokens; speedup, costMs, baselineMs and
+ * cache); tokens = sum of transcript tokens plus the prompt and completion
+ * tokens of agent_usage events (promptTokens, completionTokens, costUsd: their
+ * parts; per node in n.usage); speedup, costMs, baselineMs and
  * measured come from the latest plan_improved; done/total from progress
  * (reset by stage_started to 0/its total); searchStartedTs from the first
  * stage_started with stage "search".
+ *
+ * Streaming LLM replies: transcript_chunk events fill n.streams (one entry per
+ * agent call, {agent, call, text}, pieces joined in seq order) while the call
+ * goes; the call's stored transcript replaces its stream when it arrives (the
+ * first "user" message of that agent on the node closes the oldest open
+ * stream; chunks of a closed call are dropped).
  *
  * planHistory[i].t: seconds since the search started (the origin of the
  * report's time_to_first/final_plan_s), or since the run started for a plan
@@ -95,6 +103,9 @@
       endedTs: null,
       agentCalls: 0,
       tokens: 0,
+      promptTokens: 0,
+      completionTokens: 0,
+      costUsd: 0,
       speedup: null,
       costMs: null,
       baselineMs: null,
@@ -258,6 +269,9 @@
       candidates: [],
       library: null,
       transcript: [],
+      streams: [],
+      usage: { promptTokens: 0, completionTokens: 0, costUsd: 0, calls: 0 },
+      _closedCalls: {},
       attempts: 0,
       createdTs: num(d.ts),
       rev: 0,
@@ -358,6 +372,17 @@
     for (var i = 0; i < this.order.length; i++) {
       var n = this.nodes.get(this.order[i]);
       if (n && n.outcome === "pending") this._refresh(n.id);
+    }
+  };
+
+  RunModel.prototype._closeStream = function (n, agent) {
+    // the oldest open stream of `agent`: its call ended and its whole transcript is here
+    for (var i = 0; i < n.streams.length; i++) {
+      if (n.streams[i].agent === agent) {
+        n._closedCalls[n.streams[i].call] = true;
+        n.streams.splice(i, 1);
+        return;
+      }
     }
   };
 
@@ -530,6 +555,39 @@
         ts: ts,
       });
       if (n._running) n._attemptTranscripts++;
+      if (d.role === "user") this._closeStream(n, d.agent || "");
+      n.rev++;
+    },
+
+    transcript_chunk: function (d) {
+      var n = this._node(d.node_id);
+      if (!n || d.call == null || n._closedCalls[String(d.call)]) return;
+      var call = String(d.call);
+      var s = null;
+      for (var i = 0; i < n.streams.length; i++) if (n.streams[i].call === call) s = n.streams[i];
+      if (!s) {
+        s = { agent: d.agent || "", call: call, parts: [], text: "" };
+        n.streams.push(s);
+      }
+      var seq = num(d.seq);
+      s.parts[seq !== null && seq >= 0 && seq < 100000 ? seq : s.parts.length] = d.text == null ? "" : String(d.text);
+      s.text = s.parts.join("");
+      n.rev++;
+    },
+
+    agent_usage: function (d) {
+      var p = num(d.prompt_tokens) || 0, c = num(d.completion_tokens) || 0, cost = num(d.cost_usd) || 0;
+      var h = this.header;
+      h.tokens += p + c;
+      h.promptTokens += p;
+      h.completionTokens += c;
+      h.costUsd += cost;
+      var n = this._node(d.node_id);
+      if (!n) return;
+      n.usage.promptTokens += p;
+      n.usage.completionTokens += c;
+      n.usage.costUsd += cost;
+      n.usage.calls++;
       n.rev++;
     },
 

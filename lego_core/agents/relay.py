@@ -1,0 +1,158 @@
+"""Agent calls from the jailed optimizer child to its parent, which has the network.
+
+The optimizer child (``lego_core.sandbox``) runs in a jail with no network
+and an environment without secrets, so an LLM agent cannot run there: its
+endpoint and API key stay in the parent.  ``AgentServer`` (the parent:
+``lego_core.api``) listens on a Unix socket in a private folder (a file: the
+jail's network namespace does not cut it off; ``lego_core.jail.for_run``
+mounts the folder named by ``$LEGO_AGENT_RELAY``) and answers each call with
+its agent; ``pool`` (the child: ``OptimizeConfig.agent_pool =
+"lego_core.agents.relay:pool"``) sends the LLM agent's calls through the
+socket and runs the offline template agent locally.
+
+Protocol, one connection per call (the web app's relay speaks the same):
+the request ``{"agent", "payload", "feedback"}`` (``payload``:
+``agents.payload.sub_to_payload``, rebuilt in the parent by
+``sub_from_payload``, never executed), then the answer ``{"proposal": {...}}``
+or ``{"error": "..."}``.  The key is never in either.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import os
+import shutil
+import socket
+import tempfile
+import threading
+
+from lego_core.agents.base import Proposal
+from lego_core.agents.pool import LocalAgentPool
+
+RELAY_ENV = "LEGO_AGENT_RELAY"  # the socket's path (lego_core.jail mounts its folder)
+TIMEOUT_ENV = "LEGO_AGENT_RELAY_TIMEOUT_S"
+DEFAULT_TIMEOUT_S = 3600.0
+NETWORK_AGENTS = ("llm",)  # agents that run in the parent
+
+
+class AgentServer:
+    """Answers agent calls on a Unix socket with ``agents`` (name -> Agent).
+
+    A context manager: entering sets ``$LEGO_AGENT_RELAY`` (the child
+    inherits it) and leaving restores it and closes the socket.  One run per
+    process at a time (the variable is process-wide)."""
+
+    def __init__(self, agents: dict):
+        self.agents = agents
+        self._dir = tempfile.mkdtemp(prefix="lego-agents-")  # mode 0700: only this user connects
+        self.path = os.path.join(self._dir, "agents.sock")
+        self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._server.bind(self.path)
+        self._server.listen(64)
+        self._server.settimeout(0.2)
+        self._closed = threading.Event()
+        self._previous: str | None = None
+        self._thread = threading.Thread(target=self._serve, name="lego-agent-server", daemon=True)
+        self._thread.start()
+
+    def __enter__(self) -> "AgentServer":
+        self._previous = os.environ.get(RELAY_ENV)
+        os.environ[RELAY_ENV] = self.path
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        if self._previous is None:
+            os.environ.pop(RELAY_ENV, None)
+        else:
+            os.environ[RELAY_ENV] = self._previous
+        self.close()
+
+    def close(self) -> None:
+        self._closed.set()
+        self._server.close()
+        self._thread.join(timeout=5)
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+    def _serve(self) -> None:
+        while not self._closed.is_set():
+            try:
+                conn, _ = self._server.accept()
+            except socket.timeout:
+                continue
+            except OSError:  # closed
+                return
+            threading.Thread(target=self._handle, args=(conn,), name="lego-agent-call", daemon=True).start()
+
+    def _handle(self, conn: socket.socket) -> None:
+        from lego_core.agents.payload import sub_from_payload
+
+        with conn:
+            try:
+                request = json.loads(_read_all(conn))
+                agent = self.agents.get(request.get("agent"))
+                if agent is None:
+                    raise ValueError(f"no agent {request.get('agent')!r} is served here")
+                sub = sub_from_payload(request["payload"])  # parsed, never executed
+                answer = {"proposal": agent.propose(sub, [str(f) for f in request.get("feedback", [])]).to_dict()}
+            except Exception as exc:  # noqa: BLE001 - every failure goes back to the caller
+                answer = {"error": f"{type(exc).__name__}: {exc}"}
+            try:
+                conn.sendall(json.dumps(answer).encode())
+            except OSError:
+                pass  # the optimizer is gone
+
+
+class RelayPool:
+    """The child's side: each ``submit`` is one connection to the socket at
+    ``path``, from one of ``size`` threads (``agents.pool.AgentPool``)."""
+
+    def __init__(self, agent_name: str, path: str, size: int = 1, timeout_s: float = DEFAULT_TIMEOUT_S):
+        self.agent_name, self.path, self.size, self.timeout_s = agent_name, path, size, timeout_s
+        self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, size), thread_name_prefix="lego-agent-relay")
+
+    def submit(self, sub, feedback: list[str]) -> "concurrent.futures.Future[Proposal]":
+        from lego_core.agents.payload import sub_to_payload
+
+        request = {"agent": self.agent_name, "payload": sub_to_payload(sub), "feedback": list(feedback)}
+        return self._executor.submit(self._round_trip, request)
+
+    def _round_trip(self, request: dict) -> Proposal:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(self.timeout_s)
+            try:
+                sock.connect(self.path)
+                sock.sendall(json.dumps(request).encode())
+                sock.shutdown(socket.SHUT_WR)
+                answer = json.loads(_read_all(sock) or b"{}")
+            except socket.timeout:
+                raise TimeoutError(f"the agent relay did not answer within {self.timeout_s:g} s") from None
+            except (OSError, ValueError) as exc:
+                raise RuntimeError(f"the agent relay at {self.path} failed: {exc}") from None
+        if "proposal" in answer:
+            return Proposal.from_dict(answer["proposal"])
+        raise RuntimeError(answer.get("error") or "the agent relay closed the connection without an answer")
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=True, cancel_futures=True)
+
+
+def pool(agent_name: str, size: int = 1):
+    """The child's pool for ``agent_name`` (``OptimizeConfig.agent_pool``'s
+    factory): the relay to the parent for agents that need the network
+    (``NETWORK_AGENTS``), a local thread pool for the others.  Raises
+    RuntimeError when a network agent is asked for without ``$LEGO_AGENT_RELAY``."""
+    if agent_name not in NETWORK_AGENTS:
+        from lego_core.agents import make_agent
+
+        return LocalAgentPool(make_agent(agent_name), size)
+    path = os.environ.get(RELAY_ENV)
+    if not path:
+        raise RuntimeError(f"the {agent_name} agent runs in the parent process, but ${RELAY_ENV} names no socket")
+    return RelayPool(agent_name, path, size, float(os.environ.get(TIMEOUT_ENV) or DEFAULT_TIMEOUT_S))
+
+
+def _read_all(sock: socket.socket) -> bytes:
+    chunks = []
+    while chunk := sock.recv(65536):
+        chunks.append(chunk)
+    return b"".join(chunks)
