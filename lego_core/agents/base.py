@@ -77,3 +77,37 @@ class Team:
 def members(agent) -> list:
     """The agents behind ``agent``: a Team's members, or the agent itself."""
     return list(agent.members) if isinstance(agent, Team) else [agent]
+
+
+# A retry's feedback is the verifier's reasons, one string per failed attempt.
+# On a GPU the last one also carries the time to beat, on a line of its own
+# that an agent may read (``split_time_to_beat``) and a template ignores.
+TIME_TO_BEAT = "time to beat on the GPU:"
+
+
+def with_time_to_beat(reason: str, library_ms: float | None, best_ms: float | None) -> str:
+    """``reason`` with a last line giving the library's measured time and the
+    best verified candidate's so far (ms, CUDA-graph replays, the search's
+    own measurements; None: not measured).  Unchanged when neither is known."""
+    if library_ms is None and best_ms is None:
+        return reason
+    parts = [f"library {library_ms:.6g} ms" if library_ms is not None else "library ? ms"]
+    if best_ms is not None:
+        parts.append(f"best verified so far {best_ms:.6g} ms")
+    return f"{reason}\n{TIME_TO_BEAT} {'; '.join(parts)}"
+
+
+def split_time_to_beat(reason: str) -> tuple[str, float | None, float | None]:
+    """The inverse of ``with_time_to_beat``: ``(reason, library_ms, best_ms)``;
+    the times are None when the reason carries no such line."""
+    head, sep, tail = reason.rpartition(f"\n{TIME_TO_BEAT} ")
+    if not sep:
+        return reason, None, None
+    times: dict[str, float] = {}
+    for part in tail.split("; "):
+        words = part.split()
+        try:
+            times["best" if part.startswith("best") else "library"] = float(words[-2])
+        except (IndexError, ValueError):
+            continue
+    return head, times.get("library"), times.get("best")

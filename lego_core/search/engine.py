@@ -49,7 +49,7 @@ from pathlib import Path
 import torch
 
 from lego_core import costing, timing_guard
-from lego_core.agents.base import Agent, Proposal, members
+from lego_core.agents.base import Agent, Proposal, members, with_time_to_beat
 from lego_core.judge import CandidateRaised, Executor, ExecutorTampered, JudgeError, RemoteModule
 from lego_core.agents.pool import make_pool
 from lego_core.config import OptimizeConfig
@@ -478,9 +478,20 @@ class Search:
         self._check(node, cand)
         outcome.candidates.append(cand)
         if not cand.usable:
-            self.agent_feedback[(node.id, name)] = feedback + [cand.rejected_reason]
-            outcome.feedback = feedback + [cand.rejected_reason]
+            reason = with_time_to_beat(cand.rejected_reason, *self._time_to_beat(node)) if self.measure else cand.rejected_reason
+            self.agent_feedback[(node.id, name)] = feedback + [reason]
+            outcome.feedback = feedback + [reason]
             outcome.retry_agents.append(name)
+
+    @staticmethod
+    def _time_to_beat(node: OrNode) -> tuple[float | None, float | None]:
+        """The measured ms of ``node``'s library candidate and of its fastest
+        verified agent candidate so far (None where not measured): what a
+        retry on a GPU is told to beat."""
+        measured = [c for c in node.candidates if c.time_kind == "measured" and c.time_ms is not None]
+        library = next((c.time_ms for c in measured if c.implementation == "library"), None)
+        best = min((c.time_ms for c in measured if c.implementation != "library" and c.usable), default=None)
+        return library, best
 
     def _check(self, node: OrNode, cand: Candidate) -> None:
         """Load, verify and time a candidate in the lane (one at a time).

@@ -246,3 +246,40 @@ def test_the_kernel_cache_key_names_the_llm_model(monkeypatch):
     assert (a.llm_model, b.llm_model) == ("model-a", "model-b") and a.key()["llm_model"] != b.key()["llm_model"]
     template = with_llm_model(OptimizeConfig(verify_seeds=(1, 2, 3)))
     assert template.llm_model == "" and "llm_model" not in template.key()  # template keys as before
+
+
+# ------------------------------------------------------------------ the time to beat (a retry on a GPU)
+
+
+def test_a_retry_on_a_gpu_is_told_the_time_to_beat(tmp_path):
+    from types import SimpleNamespace
+
+    from lego_core.agents.base import split_time_to_beat, with_time_to_beat
+    from lego_core.tree import Candidate
+
+    reason = "input set 2 (seed label ab12), call 1: max abs error 0.41 at [0, 3]"
+    assert with_time_to_beat(reason, None, None) == reason
+    assert split_time_to_beat(with_time_to_beat(reason, 0.0123, 0.0101)) == (reason, 0.0123, 0.0101)
+    assert split_time_to_beat(with_time_to_beat(reason, 0.0123, None)) == (reason, 0.0123, None)
+    assert split_time_to_beat(reason) == (reason, None, None)
+
+    def cand(impl, ms, kind="measured", reason=None):
+        c = Candidate(f"c-{impl}-{ms}", "or000", impl, impl if impl == "library" else "triton", time_ms=ms, time_kind=kind)
+        c.verified = SimpleNamespace(passed=reason is None)
+        c.rejected_reason = reason or ""
+        return c
+
+    node = SimpleNamespace(candidates=[cand("library", 0.0123), cand("llm", 0.0101), cand("llm", 0.0050, reason="wrong"),
+                                       cand("template", 0.0001, kind="estimated")])
+    assert Search._time_to_beat(node) == (0.0123, 0.0101)  # a rejected or estimated time is no target
+
+    (tmp_path / "model.py").write_text(MODEL)
+    tree = build_tree(capture_graph(load_problem(ProblemSpec(str(tmp_path / "model.py")))))
+    sub = tree.leaves()[0].sub
+    agent = make_llm_agent(OptimizeConfig(), None, LLMSettings(base_url="http://127.0.0.1:9/v1", model="m", api_key="k"))
+    messages, shown = agent._messages(sub, ["first reason", with_time_to_beat(reason, 0.0123, 0.0101)])
+    assert shown == messages[-1]["content"]
+    assert reason in shown and "Time to beat on the GPU: the library takes 0.0123 ms" in shown and "so far takes 0.0101 ms" in shown
+    assert "time to beat on the GPU:" not in shown  # the marker line is read, not repeated
+    template_note = TemplateAgent().propose(sub, [with_time_to_beat(reason, 0.0123, None)]).transcript[-1][1]
+    assert "time to beat" not in template_note and reason in template_note

@@ -35,7 +35,7 @@ def llm_env(endpoint) -> dict:
 
 
 def test_an_llm_call_on_the_agents_worker_streams_into_the_runs_events(start_worker, settings, tmp_path, wait_for):
-    script = [{"reply": fenced(WRONG), "pause": 0.15}, {"reply": fenced(CORRECT)}]
+    script = [{"reply": fenced(WRONG), "pause": 0.15}, {"reply": fenced(CORRECT)}, {"reply": fenced(CORRECT)}]
     with ScriptedEndpoint(script) as endpoint:
         proc, log = start_worker("agents", "-Q", settings.LEGO_AGENT_QUEUE, "--pool", "threads", "--concurrency", "2",
                                  **llm_env(endpoint))
@@ -60,20 +60,32 @@ def test_an_llm_call_on_the_agents_worker_streams_into_the_runs_events(start_wor
                 repair = pool.submit(sub, ["max abs error 0.41 at [0, 3]"]).result(timeout=60)
             finally:
                 pool.close()
+        first_run = len(events)  # the budget run's events follow (its call ids start again: another agent)
+        with AgentRelay(run_id="run-4712", on_event=on_event, max_tokens=50):  # the run's budget, set by the relay
+            pool = CeleryAgentPool("llm", size=1)
+            try:
+                capped = pool.submit(sub, []).result(timeout=60)
+                refused = pool.submit(sub, []).result(timeout=60)
+            finally:
+                pool.close()
+        budget_requests = endpoint.requests[2:]
 
     assert proposal.source == WRONG and proposal.completion_tokens > 0 and "events" not in proposal.to_dict()
     assert repair.source == CORRECT
     calls = {}
-    for e in events:
+    for e in events[:first_run]:
         if e["type"] == "transcript_chunk":
             calls.setdefault(e["call"], []).append(e)
     assert len(calls) == 2, list(calls)  # the repair turn is a call of its own
     for call, chunks in calls.items():
         assert [c["seq"] for c in chunks] == list(range(len(chunks)))
-    assert "".join(c["text"] for c in calls[min(calls)]) == fenced(WRONG)
+    assert "".join(c["text"] for c in calls[sorted(calls)[0]]) == fenced(WRONG)
     usage = [e for e in events if e["type"] == "agent_usage"]
-    assert [u["completion_tokens"] for u in usage] == [proposal.completion_tokens, repair.completion_tokens]
+    assert [u["completion_tokens"] for u in usage] == [proposal.completion_tokens, repair.completion_tokens, capped.completion_tokens]
     assert usage[1]["run_tokens"] == proposal.tokens + repair.tokens  # one agent per run on the worker ...
+    assert len(budget_requests) == 1 and budget_requests[0]["body"]["max_tokens"] <= 50  # the completion is capped ...
+    assert capped.tokens > 50 and refused.source is None  # ... and once the budget is spent no call is made
+    assert "token budget" in " ".join(text for _, text in refused.transcript)
     assert "max abs error 0.41" in endpoint.requests[1]["body"]["messages"][-1]["content"]
     assert "def launch" in endpoint.requests[1]["body"]["messages"][-1]["content"]  # ... so the repair shows its last file
     assert all(e["node_id"] for e in events)

@@ -130,7 +130,8 @@ def run_config(owner_id: int | None = None, agent: str = "template") -> Optimize
     (``template``, ``llm``, ``both``).  Without fan-out an LLM agent runs in
     this worker process (``lego_core.api``'s agent server), with it on the
     agents workers; either way its endpoint and key come from the server's
-    ``LEGO_LLM_*`` environment, never from the run.
+    ``LEGO_LLM_*`` environment, never from the run, and its hard token
+    budget is ``LEGO_RUN_MAX_TOKENS``.
 
     The kernel cache is the owner's own (``LEGO_CACHE_DIR/user-<id>``):
     an entry comes from a run of uploaded code, which chooses what its
@@ -144,6 +145,7 @@ def run_config(owner_id: int | None = None, agent: str = "template") -> Optimize
         load_timeout_s=settings.LEGO_LOAD_TIMEOUT_S,
         agents=settings.LEGO_AGENTS,
         agent=agent,
+        max_tokens=settings.LEGO_RUN_MAX_TOKENS,
         agent_pool=FANOUT_POOL if settings.LEGO_AGENT_FANOUT else None,
         cache_dir=str(cache_dir / f"user-{owner_id}" if owner_id is not None else cache_dir / "shared"),
     )
@@ -176,7 +178,7 @@ def execute(run: Run, on_stop: Callable[[], None] | None = None) -> None:
         with heartbeat.Heartbeat(run.pk, settings.LEGO_HEARTBEAT_S, on_stop):
             spec = ProblemSpec(run.upload.path, run.overrides, run.dtype, run.device)
             config = run_config(run.owner_id, run.agent)
-            relay_for_run = AgentRelay(run_id=run.pk, on_event=recorder.record) if config.agent_pool else contextlib.nullcontext()
+            relay_for_run = AgentRelay(run_id=run.pk, on_event=recorder.record, max_tokens=config.max_tokens) if config.agent_pool else contextlib.nullcontext()
             with relay_for_run as relay:
                 sink = stop_when_agents_missing(recorder, relay)
                 report = optimize(spec, run.output_path, config=config, sink=sink)

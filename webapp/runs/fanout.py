@@ -160,9 +160,11 @@ class CeleryCalls:
     events (dicts, types ``STREAMED_EVENTS``) of the calls in order, from
     that thread, as the workers report them."""
 
-    def __init__(self, queue_name: str, timeout_s: float, run_id: str | None = None, on_event=None):
+    def __init__(self, queue_name: str, timeout_s: float, run_id: str | None = None, on_event=None,
+                 max_tokens: int | None = None):
         self.queue_name, self.timeout_s = queue_name, float(timeout_s)
         self.run_id, self.on_event = (str(run_id) if run_id is not None else None), on_event
+        self.max_tokens = max_tokens  # the run's hard token budget, sent with each task by the trusted relay
         self.missing: AgentWorkerMissing | None = None
         self._requests: queue.Queue = queue.Queue()
         self._pending: dict[str, _Call] = {}
@@ -235,7 +237,8 @@ class CeleryCalls:
                 result = app.send_task(
                     PROPOSE_TASK,
                     args=[agent_name, payload, feedback],
-                    kwargs={"run_id": self.run_id} if self.run_id else {},
+                    kwargs={**({"run_id": self.run_id} if self.run_id else {}),
+                            **({"max_tokens": self.max_tokens} if self.max_tokens is not None else {})},
                     queue=self.queue_name,
                     ignore_result=False,
                     expires=self.timeout_s,
@@ -345,12 +348,15 @@ class AgentRelay:
     The variable is process-wide: one run at a time per process, as the run
     worker's one-process pool guarantees.  ``run_id`` and ``on_event``: see
     CeleryCalls (the run's id, and where the agents' streamed events go).
+    ``max_tokens``: the run's hard token budget (the run's config, never the
+    child's word); the agents worker's LLM agent for the run spends it.
     """
 
-    def __init__(self, queue_name: str | None = None, timeout_s: float | None = None, run_id=None, on_event=None):
+    def __init__(self, queue_name: str | None = None, timeout_s: float | None = None, run_id=None, on_event=None,
+                 max_tokens: int | None = None):
         settings = _settings()
         self.calls = CeleryCalls(queue_name or settings.LEGO_AGENT_QUEUE, timeout_s or settings.LEGO_AGENT_TIMEOUT_S,
-                                 run_id=run_id, on_event=on_event)
+                                 run_id=run_id, on_event=on_event, max_tokens=max_tokens)
         self._dir = tempfile.mkdtemp(prefix="lego-relay-")  # mode 0700: only this user connects
         self.path = os.path.join(self._dir, "agents.sock")
         self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

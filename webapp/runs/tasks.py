@@ -127,19 +127,24 @@ def _stream_sink(event) -> None:
         _streaming.report(events)
 
 
-def agent_for(agent_name: str, run_id: str | None):
+def agent_for(agent_name: str, run_id: str | None, max_tokens: int | None = None):
     """The agent for one call of run ``run_id``: the same instance for every
-    call of that run in this process (the last ``AGENTS_KEPT`` runs), a new
+    call of that run in this process (the last ``AGENTS_KEPT`` runs), so an
+    LLM agent keeps its previous attempts and spends one token budget
+    (``max_tokens``, the run's, set when the run's first call arrives); a new
     one without a run id.  Its stream goes to ``_stream_sink``."""
+    from types import SimpleNamespace
+
     from lego_core.agents import make_agent
 
+    config = SimpleNamespace(max_tokens=max_tokens)
     if run_id is None:
-        return make_agent(agent_name, emit=_stream_sink)
+        return make_agent(agent_name, config=config, emit=_stream_sink)
     key = (run_id, agent_name)
     with _agents_lock:
         agent = _agents.get(key)
         if agent is None:
-            agent = _agents[key] = make_agent(agent_name, emit=_stream_sink)
+            agent = _agents[key] = make_agent(agent_name, config=config, emit=_stream_sink)
             while len(_agents) > AGENTS_KEPT:
                 _agents.popitem(last=False)
         _agents.move_to_end(key)
@@ -147,14 +152,17 @@ def agent_for(agent_name: str, run_id: str | None):
 
 
 @shared_task(bind=True, name="runs.propose", ignore_result=False, track_started=True)
-def propose(self, agent_name: str, payload: dict, feedback: list, run_id: str | None = None) -> dict:
+def propose(self, agent_name: str, payload: dict, feedback: list, run_id: str | None = None,
+            max_tokens: int | None = None) -> dict:
     """One agent call of run ``run_id``: rebuild the sub-problem from its
     JSON payload, ask the agent, return the proposal as plain data plus
     ``events``, the ``transcript_chunk`` / ``agent_usage`` events the call
     made (an LLM agent's streamed reply and usage).  While it streams, the
     task's state is ``PROGRESS`` with the events so far, which the run's
     relay passes on to the run's event log (``fanout.CeleryCalls``).  The
-    transcript starts with the worker that answered."""
+    transcript starts with the worker that answered.  ``max_tokens``: the
+    run's hard token budget, which this process's agent for the run spends
+    (each completion capped at what is left, no call once it is spent)."""
     from lego_core.agents.payload import sub_from_payload
 
     sub = sub_from_payload(payload)
@@ -170,7 +178,7 @@ def propose(self, agent_name: str, payload: dict, feedback: list, run_id: str | 
 
     _streaming.events, _streaming.report = events, report
     try:
-        proposal = agent_for(agent_name, run_id).propose(sub, list(feedback))
+        proposal = agent_for(agent_name, run_id, max_tokens).propose(sub, list(feedback))
     finally:
         _streaming.events = None
     where = f"agents worker {self.request.hostname or '?'} took sub-problem {sub.id}"

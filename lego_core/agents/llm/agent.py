@@ -21,7 +21,7 @@ import threading
 import time
 from typing import Callable
 
-from lego_core.agents.base import Proposal
+from lego_core.agents.base import Proposal, split_time_to_beat
 from lego_core.agents.llm import client, prompt
 from lego_core.agents.llm.extract import extract_code
 from lego_core.agents.llm.settings import LLMSettings
@@ -128,7 +128,8 @@ class LLMAgent:
             return messages, first
         with self._lock:
             previous = self._last.get(sub.signature)
-        repair = prompt.repair_prompt(len(feedback), feedback[-1], previous)
+        reason, library_ms, best_ms = split_time_to_beat(feedback[-1])  # on a GPU: the times to beat
+        repair = prompt.repair_prompt(len(feedback), reason, previous, best_ms=best_ms, library_ms=library_ms)
         messages.append({"role": "user", "content": repair})
         return messages, repair
 

@@ -11,7 +11,7 @@ short log of what it matched and which configuration it chose.
 """
 from __future__ import annotations
 
-from lego_core.agents.base import Proposal
+from lego_core.agents.base import Proposal, split_time_to_beat
 from lego_core.agents.template.codegen import generate, kernel_name, launch_config
 from lego_core.agents.template.expressions import Unsupported
 from lego_core.subproblem import SubProblem
@@ -34,7 +34,7 @@ class TemplateAgent:
     def propose(self, sub: SubProblem, feedback: list[str]) -> Proposal:
         transcript = [("user", f"sub-problem {sub.id}: {sub.label}; ops {', '.join(sub.ops)}")]
         if feedback:
-            transcript.append(("agent", f"earlier candidate rejected: {feedback[-1]}; the template has no other variant, declining"))
+            transcript.append(("agent", f"earlier candidate rejected: {split_time_to_beat(feedback[-1])[0]}; the template has no other variant, declining"))
             return Proposal(None, transcript=transcript)
         try:
             source = generate(sub)

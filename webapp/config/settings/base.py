@@ -19,6 +19,8 @@ Environment variables:
 - ``LEGO_AGENT_FANOUT``: send agent calls to Celery workers of the agents
   queue (default on); off runs them in threads of the run's own process.
 - ``LEGO_AGENTS``: how many agents work at once in one run (default 4).
+- ``LEGO_RUN_MAX_TOKENS``: a web run's hard LLM token budget, prompt plus
+  completion, as the endpoint reports them (default 500000; 0: none).
 - ``LEGO_CACHE_DIR``: the persistent kernel cache the run workers share
   (default ``LEGO_VAR_DIR/kernel-cache``).
 - ``LEGO_AGENT_QUEUE``: the agents queue (default ``lego-agents``).
@@ -252,6 +254,7 @@ LEGO_RUN_TIMEOUT_S = float(env("LEGO_RUN_TIMEOUT_S", "3600"))
 LEGO_LOAD_TIMEOUT_S = float(env("LEGO_LOAD_TIMEOUT_S", "300"))
 LEGO_AGENT_FANOUT = env_bool("LEGO_AGENT_FANOUT", True)
 LEGO_AGENTS = int(env("LEGO_AGENTS", "4"))
+LEGO_RUN_MAX_TOKENS = int(env("LEGO_RUN_MAX_TOKENS", "500000")) or None
 LEGO_AGENT_TIMEOUT_S = float(env("LEGO_AGENT_TIMEOUT_S", "300"))
 # the persistent kernel cache every run worker of this machine reads and writes
 LEGO_CACHE_DIR = env("LEGO_CACHE_DIR", str(VAR_DIR / "kernel-cache"))
