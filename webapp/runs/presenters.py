@@ -75,7 +75,30 @@ def run_page_context(run: Run, request, share_token: str | None = None) -> dict[
         "timing": report.get("timing") or {},
         "launch": report.get("launch") or {},
         "error_source_line": error_source_line(run),
+        "agents": agents_view(report),
     }
+
+
+def agents_view(report: dict) -> dict[str, Any]:
+    """Which agents ran, for the header: ``text`` ("template agent (built in,
+    no LLM)" or "LLM gpt-x"), ``names``, ``llm`` (an LLM ran: tokens are
+    worth showing) and ``pool`` (agents at a time).  ``metrics.agents`` is the
+    pool size, or a list of ``{kind, model, tokens}`` where the run says
+    which agents it used."""
+    metrics = report.get("metrics") or {}
+    listed = metrics.get("agents")
+    used = listed if isinstance(listed, list) else []
+    pool = metrics.get("agent_pool") or (listed if isinstance(listed, int) else len(used) or 1)
+    if not used and report:
+        used = [{"kind": "template", "model": ""}]
+    parts, names = [], []
+    for agent in used:
+        kind = str(agent.get("kind") or "template")
+        model = str(agent.get("model") or "")
+        names.append(model or kind)
+        parts.append("template agent (built in, no LLM)" if kind == "template" else f"LLM {model or kind}")
+    llm = any(str(a.get("kind") or "template") != "template" for a in used) or bool(metrics.get("tokens"))
+    return {"text": ", ".join(dict.fromkeys(parts)), "names": names, "llm": llm, "pool": pool}
 
 
 def run_status(run: Run) -> dict[str, Any]:

@@ -40,6 +40,7 @@ STYLESHEETS = ["css/app.css", "css/live.css"]
 SCRIPTS = [
     "js/live/run_model.js",
     "js/live/tree_view.js",
+    "js/live/time_view.js",
     "js/live/node_panel.js",
     "js/live/charts.js",
     "js/live/header.js",
