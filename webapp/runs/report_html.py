@@ -109,6 +109,7 @@ def report_context(run: Run) -> dict:
         "metrics": report.get("metrics") or {},
         "timing": report.get("timing") or {},
         "error_source_line": presenters.error_source_line(run),
+        "agents": presenters.agents_view(report),
         "events": events,
         "plotly_js": mark_safe(inline_script(read_static(PLOTLY_JS))),
         "styles": styles,

@@ -118,9 +118,13 @@
       texts.push(path);
       return at.get(key);
     }
+    // a sub-problem the cost model prices at 0 ms still gets a (thin) box
+    var floor = 0;
+    for (var f = 0; f < items.length; f++) floor = Math.max(floor, (items[f].baselineMs || 0) * 1e-3);
     for (var i = 0; i < items.length; i++) {
       var it = items[i];
-      if (it.baselineMs === null || !(it.baselineMs > 0)) continue;
+      if (it.baselineMs === null) continue; // not timed yet
+      if (!(floor > 0)) break;
       var parent = group(it.modulePath);
       var chosenMs = it.chosenMs === null ? it.baselineMs : it.chosenMs;
       var speedup = chosenMs > 0 ? it.baselineMs / chosenMs : null;
@@ -129,8 +133,8 @@
       labels.push(shortLabel(it));
       parents.push(ids[parent]);
       up.push(parent);
-      values.push(it.baselineMs);
-      chosen.push(chosenMs);
+      values.push(Math.max(it.baselineMs, floor));
+      chosen.push(it.baselineMs > 0 ? chosenMs : floor); // a 0 ms box counts as "the same"
       kinds.push("item");
       nodeIds.push(it.id);
       texts.push(
@@ -140,11 +144,11 @@
         "<br>" + (it.measured ? "measured" : "estimated by the cost model") +
         "<br>" + esc(ops.slice(0, 6).join(", ") + (ops.length > 6 ? ", \u2026" : ""))
       );
-      boxes.push({ nodeId: it.id, valueMs: it.baselineMs, chosenMs: chosenMs, speedup: speedup, colour: colourOf(speedup) });
+      boxes.push({ nodeId: it.id, valueMs: it.baselineMs, size: values[values.length - 1], chosenMs: chosenMs, speedup: speedup, colour: colourOf(speedup) });
       // a module's totals: its sub-problems' sums
       for (var p = parent; p >= 0; p = up[p]) {
-        values[p] += it.baselineMs;
-        chosen[p] += chosenMs;
+        values[p] += values[values.length - 1];
+        chosen[p] += chosen[chosen.length - 1];
       }
     }
     var colours = [];
