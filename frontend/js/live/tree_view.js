@@ -138,6 +138,7 @@
     this._open = new Set(); // unfolded by a click
     this._shut = new Set(); // folded by a click
     this._pinned = new Set(); // shown by reveal() (search, the time view)
+    this.fold = options.fold !== false; // fold by default (options.fold false: draw every node)
     this._folds = 0; // bumped by every fold, unfold or pin: part of the redraw key
     this._build();
     // node links in a LEGO.NodePanel announce themselves: follow them here too
@@ -328,9 +329,9 @@
       var p2 = nd.parent == null ? undefined : index.get(nd.parent);
       if (p2 === undefined) visible[j] = 1;
       if (!visible[j]) continue;
-      var open = this._open.has(nd.id);
+      var open = this._open.has(nd.id) || !this.fold;
       var folded = !open && (this._shut.has(nd.id) || nd.reused ||
-        (realPlan && nd.kind === "and" && nd.state !== "chosen"));
+        (realPlan && nd.kind === "and" && nd.state !== "chosen")) && this.fold;
       for (var m = 0; m < nd.children.length; m++) {
         var ci = index.get(nd.children[m]);
         if (ci === undefined) continue;

@@ -1,0 +1,85 @@
+"""The run page read at a glance (issue 13), in headless Chromium against
+``make run``: one tiny llama_stack upload, looked at while it runs (the tree
+folded to fewer than 150 markers) and once finished (the time view's boxes,
+a click on one selects the node and fills the panel, folded nodes unfold on
+a click, the search finds ``layers.0.attn_norm``, the legend's plan count is
+the header's sub-problem count, the speedup chart's last plan is the
+summary's final plan time to 0.01 s).  Writes ``time-view.png``."""
+import time
+
+import pytest
+
+from test_browser_live import MODEL, TREE_POINTS, chromium, fresh_kernel_cache, log_in, new_page, wait_js  # noqa: F401
+from test_browser_upload import RUN_TIMEOUT_S, app, shot, upload  # noqa: F401
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+BOXES = """() => { const g = [...document.querySelectorAll('#time-view g.slice')];
+  return LEGO.page.timeView.boxes().map(b => { const s = g.find(x => x.__data__ && x.__data__.data && x.__data__.data.id === 'n:' + b.nodeId);
+    const r = s ? s.getBoundingClientRect() : null;
+    return {id: b.nodeId, ms: b.valueMs, colour: b.colour, speedup: b.speedup, x: r && r.left + r.width / 2, y: r && r.top + r.height / 2, w: r && r.width}; }); }"""
+
+
+def test_time_view_folded_tree_search_and_header(fresh_kernel_cache, app, chromium, shared_models, tiny_overrides):  # noqa: F811
+    base, proc, log = app
+    errors: list[str] = []
+    context, page = new_page(chromium, errors)
+    log_in(page, base)
+    upload(page, base, MODEL, (shared_models / MODEL).read_bytes(), tiny_overrides(MODEL))
+
+    # running: the folded tree stays small
+    wait_js(page, f"() => document.getElementById('run-state').textContent.trim() === 'running' && ({TREE_POINTS})() > 0", RUN_TIMEOUT_S, "the running tree", log)
+    running = []
+    while page.locator("#run-state").inner_text().strip() == "running":
+        running.append(page.evaluate(TREE_POINTS))
+        time.sleep(0.5)
+    assert running and max(running) < 150, running
+
+    # finished (the page reloaded)
+    wait_js(page, "() => window.LEGO && LEGO.stream && LEGO.stream.ended && LEGO.page.timeView.boxes().length > 0", RUN_TIMEOUT_S, "the finished run", log)
+    page.wait_for_timeout(800)
+    subproblems = int(page.locator("#run-subproblems").inner_text())
+    boxes = page.evaluate(BOXES)
+    assert len(boxes) == subproblems
+    assert all(b["x"] is not None for b in boxes), "a sub-problem has no box"
+    for b in boxes:  # colour: log2 of the speedup, clipped at 4x
+        if b["speedup"]:
+            import math
+            assert b["colour"] == pytest.approx(max(-2, min(2, math.log2(b["speedup"]))))
+    report = page.evaluate("() => JSON.parse(document.getElementById('run-report').textContent)")
+    baseline = {s["node_id"]: s["baseline_ms"] for s in report["subproblems"] if s["kind"] != "layout"}
+    assert {b["id"]: b["ms"] for b in boxes} == pytest.approx(baseline)
+    legend = int(page.locator(".tree-legend-chosen .tree-legend-count").inner_text())
+    assert legend == subproblems
+    shot(page, "time-view.png")
+
+    # a click on the widest box selects its node in the tree and fills the panel
+    widest = max(boxes, key=lambda b: b["w"])
+    page.mouse.click(widest["x"], widest["y"])
+    wait_js(page, f"() => LEGO.page.tree.selected === '{widest['id']}'", 10, "the tree selection", log)
+    label = page.evaluate(f"() => LEGO.page.model.nodes.get('{widest['id']}').label")
+    assert label in page.locator("#node-panel").inner_text()
+
+    # the folded tree: fewer than 150 markers; a folded node unfolds on a click
+    page.evaluate("() => { document.querySelector('.tree-fold-reset').click(); LEGO.page.tree.redraw(); }")
+    folded = page.evaluate(TREE_POINTS)
+    assert folded < 150
+    target = page.evaluate("() => { const l = LEGO.page.tree._lay; const i = l.hidden.findIndex((h, k) => h > 0 && l.visible[k]); return LEGO.page.model.order[i]; }")
+    page.evaluate("(id) => { LEGO.page.tree.toggle(id); LEGO.page.tree.redraw(); }", target)
+    assert page.evaluate(TREE_POINTS) > folded
+
+    # the search box
+    page.fill("#tree-search", "layers.0.attn_norm")
+    page.press("#tree-search", "Enter")
+    wait_js(page, "() => (LEGO.page.model.nodes.get(LEGO.page.tree.selected) || {}).modulePath === 'layers.0.attn_norm'", 10, "the search", log)
+    expect_text = page.locator("#node-panel").inner_text()
+    assert "layers.0.attn_norm" in expect_text
+
+    # the speedup chart's last plan and the summary's final plan time
+    last_x = page.evaluate("() => { const d = document.getElementById('speedup-chart').data[1].x; return d[d.length - 1]; }")
+    final = float(page.locator("#run-plan-times").get_attribute("data-final"))
+    assert last_x == pytest.approx(final, abs=0.01)
+    assert "template agent" in page.locator("#run-agents").inner_text()
+    assert not page.locator("#run-tokens-row").is_visible()
+    context.close()
+    assert not errors, errors
