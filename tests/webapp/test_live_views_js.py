@@ -328,7 +328,7 @@ def test_finished_tree_colours_the_plan_path_and_marks_unexplored_nodes(page):
     colors = page.evaluate("""() => { const t = T.view.plot.data.find(t => t.name === 'OR nodes');
                                       return Object.fromEntries(t.customdata.map((id, i) => [id, t.marker.color[i]])); }""")
     assert colors["or6"] == colors["or7"] == "#d3d8de" != colors["or0"] == colors["or2"] == "#7b3fb5"
-    hover = page.evaluate("() => T.view.plot.data.find(t => t.name === 'OR nodes').text[T.view.plot.data.find(t => t.name === 'OR nodes').customdata.indexOf('or6')]")
+    hover = page.evaluate("() => T.view.plot.data.find(t => t.name === 'OR nodes').hovertext[T.view.plot.data.find(t => t.name === 'OR nodes').customdata.indexOf('or6')]")
     assert "not explored" in hover
 
     # the root's panel says why it is in the plan, not "pending" / "No kernel candidates yet"
@@ -419,7 +419,7 @@ def test_tree_traces_and_click_opens_the_transcript(page):
     points = page.evaluate("() => T.tracePoints()")
     assert points["OR nodes"] + points["reused OR nodes"] + points["AND nodes"] == 11
     assert (points["OR nodes"], points["reused OR nodes"], points["AND nodes"]) == (6, 2, 3)
-    assert points["edges"] == 2 * 10  # every node but the root, two points each
+    assert points["edges"] + points["plan path"] == 2 * 10  # every node but the root, two points each
     assert points["shared edges"] == 0 and points["selected"] == 0
     assert page.evaluate("() => T.view.plot.data.find(t => t.name === 'OR nodes').type") == "scattergl"
     legend = page.inner_text(".tree-legend")
