@@ -67,6 +67,7 @@
   var SELECT_COLOR = "#111111";
   var FOLD_RING = "#1d2330"; // a folded node: a dark ring, "+N" in its label
   var LABEL_PX = 56; // leaf spacing on screen from which nodes get labels
+  var FOLD_BUDGET = 110; // nodes drawn by default, at most (+ the way to running nodes)
 
   /* A node's short name: the last part of its module path and class
      ("attn_norm (RMSNorm)"), its ops ("pow, mean, add"), or an AND's kind. */
@@ -289,7 +290,9 @@
      plan better than the library's exists; the way to a running node stays
      drawn) and layout-only leaves (views, permutes: free). A click
      unfolds (this._open), a click on the selected unfolded node folds it
-     again (this._shut); reveal() pins a node and its ancestors. */
+     again (this._shut); reveal() pins a node and its ancestors. Still
+     more than FOLD_BUDGET nodes drawn without the user's unfolds: every
+     node at one depth (this.foldDepth) folds its children too. */
   TreeView.prototype.visibility = function (nodes) {
     var model = this.model;
     var index = this._index;
@@ -323,27 +326,56 @@
       }
     }
     var realPlan = !!(model.plan && !model.plan.initial);
-    var visible = new Uint8Array(n), hidden = new Uint32Array(n);
-    for (var v = 0; v < pre.length; v++) {
-      var j = pre[v], nd = nodes[j];
-      var p2 = nd.parent == null ? undefined : index.get(nd.parent);
-      if (p2 === undefined) visible[j] = 1;
-      if (!visible[j]) continue;
-      var open = this._open.has(nd.id) || !this.fold;
-      var folded = !open && (this._shut.has(nd.id) || nd.reused ||
-        (realPlan && nd.kind === "and" && nd.state !== "chosen")) && this.fold;
-      for (var m = 0; m < nd.children.length; m++) {
-        var ci = index.get(nd.children[m]);
-        if (ci === undefined) continue;
-        var kid = nodes[ci];
-        // in a folded node, only the way to a running node stays drawn
-        var show = this._pinned.has(kid.id) || (folded ? hot[ci] && !this._shut.has(nd.id) : open ||
-          (busy[ci] && !(kid.regionKind === "layout" && !kid.children.length)));
-        if (show) visible[ci] = 1;
-        else hidden[j] += size[ci];
+    var self = this;
+    // one pass over the tree (pre-order): which nodes are drawn; user: with
+    // the user's unfolds and pins; cap: nodes at that depth or deeper fold
+    function pass(user, cap) {
+      var visible = new Uint8Array(n), hidden = new Uint32Array(n);
+      for (var v = 0; v < pre.length; v++) {
+        var j = pre[v], nd = nodes[j];
+        var p2 = nd.parent == null ? undefined : index.get(nd.parent);
+        if (p2 === undefined) visible[j] = 1;
+        if (!visible[j]) continue;
+        var open = (user && self._open.has(nd.id)) || !self.fold;
+        var shut = user && self._shut.has(nd.id);
+        var folded = !open && (shut || nd.reused || nd.depth >= cap ||
+          (realPlan && nd.kind === "and" && nd.state !== "chosen")) && self.fold;
+        for (var m = 0; m < nd.children.length; m++) {
+          var ci = index.get(nd.children[m]);
+          if (ci === undefined) continue;
+          var kid = nodes[ci];
+          // in a folded node, only the way to a running node stays drawn
+          var show = (user && self._pinned.has(kid.id)) || (folded ? hot[ci] && !shut : open ||
+            (busy[ci] && !(kid.regionKind === "layout" && !kid.children.length)));
+          if (show) visible[ci] = 1;
+          else hidden[j] += size[ci];
+        }
+      }
+      return { visible: visible, hidden: hidden };
+    }
+    // still more than FOLD_BUDGET nodes (the plan's own path is ~180 in a
+    // tiny llama run): fold one level more, at the deepest depth whose
+    // nodes and those above it fit the budget (the fine-grained regions and
+    // fusion groups fold into their parents; a click unfolds them)
+    var cap = Infinity;
+    if (this.fold) {
+      var base = pass(false, Infinity), perDepth = [], total = 0;
+      for (var w = 0; w < n; w++) {
+        if (!base.visible[w]) continue;
+        total++;
+        perDepth[nodes[w].depth] = (perDepth[nodes[w].depth] || 0) + 1;
+      }
+      if (total > FOLD_BUDGET) {
+        var sum = 0;
+        for (cap = 0; cap < perDepth.length; cap++) {
+          sum += perDepth[cap] || 0;
+          if (sum > FOLD_BUDGET) break;
+        }
+        cap = Math.max(1, cap - 1);
       }
     }
-    return { visible: visible, hidden: hidden };
+    this.foldDepth = cap;
+    return pass(true, cap);
   };
 
   /* x and y of every node (arrays aligned with model.order; NaN when not
