@@ -213,3 +213,32 @@ def error_source_line(run: Run) -> str | None:
     except (OSError, ValueError):
         return None
     return lines[run.error_line - 1] if 0 < run.error_line <= len(lines) else None
+
+
+def compare_context(a: Run, b: Run) -> dict[str, Any]:
+    """Template context of the page comparing two runs of one model
+    (``runs/compare.html``): each run's speedup and plan times, and one row
+    per compute sub-problem (matched by module path, label and kind) with
+    both runs' implementation and time; ``differs`` where the plans chose
+    differently or only one run has the sub-problem."""
+    reports = [shown_report(r) or {} for r in (a, b)]
+    rows: dict[tuple, dict] = {}
+    for side, report in enumerate(reports):
+        for sub in report.get("subproblems") or []:
+            if sub.get("kind") == "layout":
+                continue
+            key = (sub.get("module_path") or "", sub.get("label") or "", sub.get("kind") or "")
+            row = rows.setdefault(key, {"label": key[1], "module_path": key[0], "kind": key[2], "sides": [None, None]})
+            row["sides"][side] = sub
+    for row in rows.values():
+        left, right = row["sides"]
+        row["differs"] = not (left and right and left.get("implementation") == right.get("implementation"))
+        if left and right and left.get("time_ms") is not None and right.get("time_ms") is not None:
+            row["delta_ms"] = right["time_ms"] - left["time_ms"]
+    runs = []
+    for run, report in zip((a, b), reports):
+        metrics = report.get("metrics") or {}
+        runs.append({"run": run, "plan": report.get("plan") or {}, "metrics": metrics,
+                     "overrides": report.get("overrides") or run.overrides})
+    table = sorted(rows.values(), key=lambda r: (not r["differs"], r["module_path"], r["label"]))
+    return {"runs": runs, "rows": table, "differences": sum(r["differs"] for r in table)}
