@@ -218,16 +218,20 @@ def error_source_line(run: Run) -> str | None:
 def compare_context(a: Run, b: Run) -> dict[str, Any]:
     """Template context of the page comparing two runs of one model
     (``runs/compare.html``): each run's speedup and plan times, and one row
-    per compute sub-problem (matched by module path, label and kind) with
+    per compute sub-problem (matched by module path, label, kind and
+    how many of that name came before) with
     both runs' implementation and time; ``differs`` where the plans chose
     differently or only one run has the sub-problem."""
     reports = [shown_report(r) or {} for r in (a, b)]
     rows: dict[tuple, dict] = {}
     for side, report in enumerate(reports):
+        seen: dict[tuple, int] = {}
         for sub in report.get("subproblems") or []:
             if sub.get("kind") == "layout":
                 continue
-            key = (sub.get("module_path") or "", sub.get("label") or "", sub.get("kind") or "")
+            name = (sub.get("module_path") or "", sub.get("label") or "", sub.get("kind") or "")
+            seen[name] = seen.get(name, 0) + 1
+            key = name + (seen[name],)  # the n-th sub-problem of that name (two "clone"s in one module)
             row = rows.setdefault(key, {"label": key[1], "module_path": key[0], "kind": key[2], "sides": [None, None]})
             row["sides"][side] = sub
     for row in rows.values():
