@@ -4,13 +4,19 @@ folded to fewer than 150 markers) and once finished (the time view's boxes,
 a click on one selects the node and fills the panel, folded nodes unfold on
 a click, the search finds ``layers.0.attn_norm``, the legend's plan count is
 the header's sub-problem count, the speedup chart's last plan is the
-summary's final plan time to 0.01 s).  Writes ``time-view.png``."""
+summary's final plan time to 0.01 s).  The upload goes through the form's
+constant fields (the file's values shown, the tiny sizes typed in, kept
+across a validation error) and the run's report says it used them.  A second
+run of the model is compared with the first from the runs list.  Writes
+``time-view.png`` and ``compare.png``."""
+import ast
+import math
 import time
 
 import pytest
 
 from test_browser_live import MODEL, TREE_POINTS, chromium, fresh_kernel_cache, log_in, new_page, wait_js  # noqa: F401
-from test_browser_upload import RUN_TIMEOUT_S, app, shot, upload  # noqa: F401
+from test_browser_upload import RUN_TIMEOUT_S, RUN_URL, app, shot, upload  # noqa: F401
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -25,7 +31,8 @@ def test_time_view_folded_tree_search_and_header(fresh_kernel_cache, app, chromi
     errors: list[str] = []
     context, page = new_page(chromium, errors)
     log_in(page, base)
-    upload(page, base, MODEL, (shared_models / MODEL).read_bytes(), tiny_overrides(MODEL))
+    overrides = tiny_overrides(MODEL)
+    upload_through_fields(page, base, (shared_models / MODEL).read_bytes(), overrides)
 
     # running: the folded tree stays small
     wait_js(page, f"() => document.getElementById('run-state').textContent.trim() === 'running' && ({TREE_POINTS})() > 0", RUN_TIMEOUT_S, "the running tree", log)
@@ -36,7 +43,8 @@ def test_time_view_folded_tree_search_and_header(fresh_kernel_cache, app, chromi
     assert running and max(running) < 150, running
 
     # finished (the page reloaded)
-    wait_js(page, "() => window.LEGO && LEGO.stream && LEGO.stream.ended && LEGO.page.timeView.boxes().length > 0", RUN_TIMEOUT_S, "the finished run", log)
+    wait_js(page, "() => document.getElementById('run-summary').dataset.active === 'false' && window.LEGO && LEGO.stream && LEGO.stream.ended"
+            " && LEGO.page.timeView.boxes().length > 0", RUN_TIMEOUT_S, "the finished run", log)
     page.wait_for_timeout(800)
     subproblems = int(page.locator("#run-subproblems").inner_text())
     boxes = page.evaluate(BOXES)
@@ -44,9 +52,12 @@ def test_time_view_folded_tree_search_and_header(fresh_kernel_cache, app, chromi
     assert all(b["x"] is not None for b in boxes), "a sub-problem has no box"
     for b in boxes:  # colour: log2 of the speedup, clipped at 4x
         if b["speedup"]:
-            import math
             assert b["colour"] == pytest.approx(max(-2, min(2, math.log2(b["speedup"]))))
     report = page.evaluate("() => JSON.parse(document.getElementById('run-report').textContent)")
+    file_has = file_values((shared_models / MODEL).read_bytes())
+    # the run used the values typed into the fields (those equal to the file's are not overrides)
+    assert report["overrides"] == {k: v for k, v in overrides.items() if str(v) != file_has[k]}
+    assert all(report["overrides"].get(k, int(file_has[k])) == v for k, v in overrides.items())
     baseline = {s["node_id"]: s["baseline_ms"] for s in report["subproblems"] if s["kind"] != "layout"}
     assert {b["id"]: b["ms"] for b in boxes} == pytest.approx(baseline)
     legend = int(page.locator(".tree-legend-chosen .tree-legend-count").inner_text())
@@ -81,5 +92,58 @@ def test_time_view_folded_tree_search_and_header(fresh_kernel_cache, app, chromi
     assert last_x == pytest.approx(final, abs=0.01)
     assert "template agent" in page.locator("#run-agents").inner_text()
     assert not page.locator("#run-tokens-row").is_visible()
+
+    # a second run of the model (the kernel cache answers most of it), then both side by side from the runs list
+    upload(page, base, MODEL, (shared_models / MODEL).read_bytes(), overrides)
+    wait_js(page, "() => document.getElementById('run-summary').dataset.active === 'false'", RUN_TIMEOUT_S, "the second run", log)
+    page.goto(f"{base}/")
+    boxes_ = page.locator("#runs-table tbody input[name=run]")
+    assert boxes_.count() == 2
+    boxes_.nth(0).check()
+    boxes_.nth(1).check()
+    page.locator("#compare-runs").click()
+    page.wait_for_selector("#compare-table")
+    assert page.locator("#compare-summary .speedup").count() == 2
+    rows = page.locator("#compare-table tbody tr").count()
+    assert rows >= subproblems
+    assert f"of {rows} differ" in page.locator("#compare-differences").inner_text()
+    shot(page, "compare.png")
     context.close()
     assert not errors, errors
+
+
+def file_values(source: bytes) -> dict:
+    """NAME = number at module level, as the form shows them."""
+    found = {}
+    for stmt in ast.parse(source).body:
+        if isinstance(stmt, ast.Assign) and isinstance(stmt.targets[0], ast.Name) and isinstance(stmt.value, ast.Constant):
+            found[stmt.targets[0].id] = str(stmt.value.value)
+    return found
+
+
+def upload_through_fields(page, base: str, source: bytes, overrides: dict) -> None:
+    """Choose the file, see its constants as fields with the file's values,
+    send the form once with a bad extra override (the error keeps the file
+    and the fields), then fix it and submit with the tiny sizes typed into
+    the fields."""
+    page.goto(f"{base}/runs/new/")
+    page.set_input_files("#id_upload", {"name": MODEL, "mimeType": "text/x-python", "buffer": source})
+    page.wait_for_selector("#constants-fields input")
+    shown = page.evaluate("() => Object.fromEntries([...document.querySelectorAll('#constants-fields input')].map(i => [i.id.slice(9), i.value]))")
+    assert shown == file_values(source) and set(overrides) <= set(shown)
+    for name, value in overrides.items():
+        page.fill(f"#constant-{name}", str(value))
+    typed = page.input_value("#id_overrides")
+    assert typed.splitlines() == [f"{k}={v}" for k, v in overrides.items() if str(v) != shown[k]]
+    page.fill("#id_overrides", typed + "\nd_model=wide")
+    page.select_option("#id_dtype", "fp32")
+    page.select_option("#id_device", "cpu")
+    page.get_by_role("button", name="Optimize").click()
+    page.wait_for_selector(".has-error")
+    assert "is not a number" in page.locator("#run-form").inner_text()
+    assert MODEL in page.locator("#kept-upload").inner_text()
+    page.wait_for_selector("#constants-fields input")
+    assert page.input_value("#constant-batch_size") == str(overrides["batch_size"])
+    page.fill("#constant-d_model", str(overrides["d_model"]))  # rewrites the box's d_model line
+    page.get_by_role("button", name="Optimize").click()
+    page.wait_for_url(RUN_URL)
