@@ -90,7 +90,8 @@ bench-gpu: $(STAMP)
 # (make run on a fresh var/, a tiny gpt_stack), into build/screenshots/.
 screenshots: $(STAMP) browser
 	TRITON_INTERPRET=1 $(PY) -m pytest tests/webapp/test_browser_live.py -q -p no:cacheprovider
-	@ls -1 build/screenshots/run-mid.png build/screenshots/run-finished.png build/screenshots/shared.png
+	TRITON_INTERPRET=1 $(PY) -m pytest tests/webapp/test_browser_readable.py -q -p no:cacheprovider
+	@ls -1 build/screenshots/run-mid.png build/screenshots/run-finished.png build/screenshots/shared.png build/screenshots/time-view.png build/screenshots/compare.png
 
 clean:
 	rm -rf var out .pytest_cache

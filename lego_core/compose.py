@@ -433,7 +433,7 @@ def check_call(model, inputs):
             continue
         if not isinstance(x, torch.Tensor) or tuple(x.shape) != spec[0] or str(x.dtype) != spec[1]:
             got = f"{str(x.dtype).removeprefix('torch.')}{list(x.shape)}" if isinstance(x, torch.Tensor) else repr(x)
-            raise ValueError(f"input {k} must be {spec[1].removeprefix('torch.')}{list(spec[0])} as optimized, got {got}; run LEGO again with --set for other sizes, or cast the input")
+            raise ValueError(f"input {k} must be {spec[1].removeprefix('torch.')}{list(spec[0])} as optimized, got {got}; optimize it again with other constants (the upload form's constant fields, or --set on the command line) for other sizes, or cast the input")
         laid_out[k] = lego_runtime.with_strides(x, spec[2])
     return laid_out
 '''

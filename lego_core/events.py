@@ -59,7 +59,11 @@ class NodeCreated(Event):
     parent's id (None for the root); ``ops`` lists the ATen ops it covers.
     OR nodes (sub-problems) also carry ``input_shapes`` and ``shapes`` (the
     outputs'; None for a non-tensor value) and ``reference``: the region as
-    readable PyTorch source, ``def reference(...)`` returning a tuple."""
+    readable PyTorch source, ``def reference(...)`` returning a tuple;
+    ``module_path`` the module the region belongs to (``layers.0.attn_norm``,
+    "" for the model's own ops) and ``region_kind`` its sub-problem kind
+    (``pointwise``, ``row_reduction``, ``layout``, ...: the report counts
+    every kind but ``layout`` as a compute sub-problem)."""
 
     type: ClassVar[str] = "node_created"
     node_id: str
@@ -73,6 +77,8 @@ class NodeCreated(Event):
     shared: list = dataclasses.field(default_factory=list)
     input_shapes: list = dataclasses.field(default_factory=list)
     reference: str = ""
+    module_path: str = ""
+    region_kind: str = ""
 
 
 @dataclasses.dataclass
@@ -186,7 +192,9 @@ class PlanImproved(Event):
     """A cheaper complete plan was found (whole-model cost in ms).  The
     first one (``initial``) is the library plan the search starts from;
     ``items``: how many sub-problems the plan implements directly;
-    ``chosen``: their OR-node ids, in schedule order."""
+    ``chosen``: their OR-node ids, in schedule order; ``elapsed_s``: seconds
+    since the search started, the clock of the report's
+    ``time_to_first_plan_s`` / ``time_to_final_plan_s``."""
 
     type: ClassVar[str] = "plan_improved"
     cost_ms: float
@@ -196,6 +204,7 @@ class PlanImproved(Event):
     items: int = 0
     initial: bool = False
     chosen: list = dataclasses.field(default_factory=list)
+    elapsed_s: float | None = None
 
 
 @dataclasses.dataclass

@@ -146,3 +146,28 @@ def load(name: str, path, overrides: dict) -> types.ModuleType:
     sys.modules[name] = module
     exec_with_overrides(module, source, path, overrides)
     return module
+
+
+def file_constants(source: str) -> dict[str, int | float | bool]:
+    """The module-level constants a file sets, read from its syntax tree
+    (never executed): ``NAME = <int, float or bool literal>`` (``-1``,
+    ``1e-5`` and ``x: int = 2`` too), the last such value per name, in the
+    order of first appearance; names starting with ``_`` left out.  Raises
+    SyntaxError for a file that does not parse."""
+    found: dict[str, int | float | bool] = {}
+    for stmt in ast.parse(source).body:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+            target, value = stmt.targets[0], stmt.value
+        elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
+            target, value = stmt.target, stmt.value
+        else:
+            continue
+        if not isinstance(target, ast.Name) or target.id.startswith("_"):
+            continue
+        try:
+            literal = ast.literal_eval(value)
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            continue
+        if isinstance(literal, (bool, int, float)) and literal == literal and abs(literal) != float("inf"):
+            found[target.id] = literal
+    return found

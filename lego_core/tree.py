@@ -235,6 +235,7 @@ def node_created(node: OrNode | AndNode) -> NodeCreated:
     return NodeCreated(
         node_id=node.id, kind="or", parent=node.parent, label=sub.label, signature=sub.signature, ops=sub.ops,
         shapes=shapes, input_shapes=input_shapes, reference=sub.reference_source("reference"),
+        module_path=sub.module_path or "", region_kind=sub.kind or "",
     )
 
 

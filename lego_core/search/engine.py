@@ -389,7 +389,7 @@ class Search:
             self.last_improvement = time.monotonic()
             self.cost_over_time.append([round(now, 3), plan.cost_ms])
             baseline = self.cost_over_time[0][1]
-            self.emit(PlanImproved(cost_ms=plan.cost_ms, baseline_ms=baseline, speedup=baseline / plan.cost_ms if plan.cost_ms else 1.0, measured=plan.cost_kind == "measured", items=len(plan.items), initial=first, chosen=plan.item_ids))
+            self.emit(PlanImproved(cost_ms=plan.cost_ms, baseline_ms=baseline, speedup=baseline / plan.cost_ms if plan.cost_ms else 1.0, measured=plan.cost_kind == "measured", items=len(plan.items), initial=first, chosen=plan.item_ids, elapsed_s=round(now, 3)))
 
     # ---------------------------------------------------------- one node
 

@@ -324,11 +324,11 @@ def test_finished_tree_colours_the_plan_path_and_marks_unexplored_nodes(page):
         True, {"item": False, "via": ["and1"]}, {"item": True, "via": []}]
 
     legend = page.inner_text(".tree-legend")
-    assert "not explored\n3" in legend and "in the plan\n4" in legend and "pending" not in legend
+    assert "not explored\n3" in legend and "in the plan: sub-problems\n2\n(4 nodes on its path)" in legend and "pending" not in legend
     colors = page.evaluate("""() => { const t = T.view.plot.data.find(t => t.name === 'OR nodes');
                                       return Object.fromEntries(t.customdata.map((id, i) => [id, t.marker.color[i]])); }""")
     assert colors["or6"] == colors["or7"] == "#d3d8de" != colors["or0"] == colors["or2"] == "#7b3fb5"
-    hover = page.evaluate("() => T.view.plot.data.find(t => t.name === 'OR nodes').text[T.view.plot.data.find(t => t.name === 'OR nodes').customdata.indexOf('or6')]")
+    hover = page.evaluate("() => T.view.plot.data.find(t => t.name === 'OR nodes').hovertext[T.view.plot.data.find(t => t.name === 'OR nodes').customdata.indexOf('or6')]")
     assert "not explored" in hover
 
     # the root's panel says why it is in the plan, not "pending" / "No kernel candidates yet"
@@ -379,15 +379,13 @@ def test_subproblem_chart_legend_ticks_collapsed_rows_and_empty_state(page):
     assert empty["traces"] == [] and empty["items"] == "0" and empty["notes"] == ["no chosen plan yet"]
     assert empty["xVisible"] is False and empty["ticks"] == [] and empty["legend"] is False
 
-    # the plan: Triton rows blue, library rows slate, each named in the legend
+    # the plan: one bar per sub-problem, ms saved blue, the estimates in one trace (hatched)
     page.evaluate("(events) => { T.feed(events); T.charts.update(true); }", SMALL[21:])
     drawn = page.evaluate(chart)
-    assert drawn["traces"] == [["library baseline", "#98a2b3", 5], ["chosen: Triton kernel", "#2f5bea", 4],
-                               ["chosen: library", "#667085", 1]]
+    assert [t[0] for t in drawn["traces"]] == ["estimated (cost model)"] and drawn["traces"][0][2] == 5
     assert drawn["items"] == drawn["rows"] == "5"
 
-    # a llama-like plan in a chart as wide as at 1280 px: long labels, ms ticks
-    # upright (not rotated), the 15 cheap library rows in one row
+    # a llama-like plan: the top 10 by time saved, the other 10 summed in one row, ticks upright
     subs = [dict(id=f"sp{i}", label=f"fused layers.0.attn · mul + layers.0.attn · mul + layers.0 {i}", kind="x",
                  implementation="triton" if i % 4 == 0 else "library", time_kind="estimated",
                  time_ms=0.003 if i % 4 else 0.00301, baseline_ms=0.021 if i % 4 == 0 else 0.003) for i in range(20)]
@@ -397,12 +395,11 @@ def test_subproblem_chart_legend_ticks_collapsed_rows_and_empty_state(page):
         subs,
     )
     big = page.evaluate(chart)
-    assert big["items"] == "20" and big["rows"] == "6"
-    assert big["labels"][-1] == "15 other sub-problems (library)" and all(len(t) <= 40 for t in big["labels"])
-    assert [t[0] for t in big["traces"]] == ["library baseline", "chosen: Triton kernel", "chosen: library"]
+    assert big["items"] == "20" and big["rows"] == "11"
+    assert big["labels"][-1] == "10 other sub-problems" and all(len(t) <= 40 for t in big["labels"])
     assert len(big["ticks"]) >= 2 and not [t for t in big["ticks"] if "rotate" in t[1]], big["ticks"]
-    hover = page.evaluate("() => document.getElementById('subs').data[2].text[0]")
-    assert "each at most 0.003 ms" in hover and "0.045 ms together" in hover
+    hover = page.evaluate("() => document.getElementById('subs').data[0].text")
+    assert "saves 0.018 ms, estimated by the cost model" in hover[0] and "10 sub-problems together" in hover[-1]
 
 
 def test_run_failed_and_raw_events(page):
@@ -422,7 +419,7 @@ def test_tree_traces_and_click_opens_the_transcript(page):
     points = page.evaluate("() => T.tracePoints()")
     assert points["OR nodes"] + points["reused OR nodes"] + points["AND nodes"] == 11
     assert (points["OR nodes"], points["reused OR nodes"], points["AND nodes"]) == (6, 2, 3)
-    assert points["edges"] == 2 * 10  # every node but the root, two points each
+    assert points["edges"] + points["plan path"] == 2 * 10  # every node but the root, two points each
     assert points["shared edges"] == 0 and points["selected"] == 0
     assert page.evaluate("() => T.view.plot.data.find(t => t.name === 'OR nodes').type") == "scattergl"
     legend = page.inner_text(".tree-legend")
@@ -496,7 +493,7 @@ def test_zoom_survives_updates(page):
 def test_markers_shrink_when_dense_and_grow_when_zoomed(page):
     # the hint sits above the plot
     hint = page.locator("#tree .tree-hint")
-    assert "scroll to zoom, drag to pan, double-click to reset" in hint.inner_text().lower()
+    assert "drag to pan, double-click to reset" in hint.inner_text().lower()
     assert page.evaluate("() => !!(document.querySelector('#tree .tree-hint').compareDocumentPosition(T.view.plot) & Node.DOCUMENT_POSITION_FOLLOWING)")
     marker = """(name) => { const t = T.view.plot.data.find(t => t.name === name); return t.marker; }"""
 

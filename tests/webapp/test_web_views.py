@@ -54,6 +54,60 @@ def test_upload_with_bad_overrides_shows_the_error_and_creates_nothing(user_clie
     assert not Run.objects.exists()
 
 
+def test_a_file_kept_across_a_validation_error_is_used_by_the_next_try(user_client, good_model, monkeypatch):
+    monkeypatch.setattr("webapp.runs.tasks.queue_run", lambda run_id: None)
+    page = upload(user_client, good_model, overrides="rows=two").content.decode()
+    assert 'id="kept-upload"' in page and "scores.py" in page
+    assert '"name": "rows"' in page  # the kept file's constants, for the fields
+    response = user_client.post(reverse("runs:new"), {"keep_upload": "1", "overrides": "rows=2", "dtype": "fp32", "device": "cpu"})
+    run = Run.objects.get()
+    assert response.status_code == 302 and run.upload.read() == good_model and run.overrides == {"rows": 2}
+    # used once: the next form without a file says the file is missing
+    again = user_client.post(reverse("runs:new"), {"keep_upload": "1", "overrides": "", "dtype": "fp32", "device": "cpu"})
+    assert again.status_code == 200 and Run.objects.count() == 1
+
+
+def test_constants_endpoint_reads_the_file_without_running_it(user_client):
+    source = b"import sys\nsys.exit(3)\nrows = 4\neps: float = 1e-5\nflag = True\nneg = -2\n_private = 1\nshape = (rows, 2)\nrows = 8\n"
+    got = user_client.post(reverse("runs:constants"), {"upload": SimpleUploadedFile("m.py", source)}).json()
+    assert got == {"constants": [{"name": "rows", "value": 8}, {"name": "eps", "value": 1e-5},
+                                 {"name": "flag", "value": True}, {"name": "neg", "value": -2}]}
+    bad = user_client.post(reverse("runs:constants"), {"upload": SimpleUploadedFile("m.py", b"def (:\n")})
+    assert bad.status_code == 400 and "does not parse" in bad.json()["error"]
+
+
+def test_new_run_form_offers_the_reference_models(user_client, shared_models):
+    page = user_client.get(reverse("runs:new")).content.decode()
+    assert '<option value="llama_stack.py">' in page
+    text = user_client.get(reverse("runs:example", args=["llama_stack.py"])).content
+    assert text == (shared_models / "llama_stack.py").read_bytes()
+    assert user_client.get(reverse("runs:example", args=["tiny.json"])).status_code == 404  # .py examples only
+
+
+def test_run_list_says_why_a_run_failed_in_one_line(user_client, make_run):
+    make_run(state="failed", error_message="model.py:6: invalid syntax\n  x = (\n      ^")
+    page = user_client.get(reverse("runs:list")).content.decode()
+    assert '<div class="run-reason note" title="model.py:6: invalid syntax' in page
+    assert ">model.py:6: invalid syntax</div>" in page
+
+
+def test_compare_page_shows_two_runs_of_one_model_side_by_side(user_client, make_run, sample_report):
+    import copy
+
+    other = copy.deepcopy(sample_report)
+    other["plan"]["speedup"] = 1.5
+    other["subproblems"][0].update(implementation="triton", time_ms=0.01)
+    a = make_run(state="finished", report=sample_report, filename="scores.py")
+    b = make_run(state="finished", report=other, filename="scores.py")
+    page = user_client.get(reverse("runs:compare") + f"?run={a.id}&run={b.id}").content.decode()
+    assert "2.16×" in page and "1.50×" in page
+    assert '<span class="note" id="compare-differences">1 of 2 differ</span>' in page
+    assert page.count('data-differs="true"') == 1 and "proj · view" not in page
+    c = make_run(state="finished", report=sample_report, filename="other.py")
+    response = user_client.get(reverse("runs:compare") + f"?run={a.id}&run={c.id}")
+    assert response.status_code == 302
+
+
 def test_run_list_shows_only_own_runs(user_client, make_run, other_user):
     make_run(filename="mine.py")
     make_run(owner=other_user, filename="theirs.py")
@@ -92,7 +146,8 @@ def test_plan_table_counts_layout_steps_instead_of_listing_them(user_client, mak
     page = user_client.get(reverse("runs:detail", args=[run.id])).content.decode()
     assert "proj · view" not in page  # a view moves no data: not a row
     assert "1 layout-only step " in page
-    assert "2: 1 generated Triton, 1 library" in page  # the run's metrics
+    assert '<span id="run-subproblems">2</span>' in page  # the run's metrics
+    assert ": 1 generated Triton, 1 library" in page
     assert '<span class="kind">reference</span>' in page  # the library row's error
 
 

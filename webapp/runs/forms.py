@@ -7,9 +7,11 @@ from pathlib import Path
 
 from django import forms
 from django.conf import settings
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.utils.text import get_valid_filename
 
 from lego_core import ProblemError, parse_overrides
+from lego_core.overrides import file_constants
 from webapp.runs.models import Run
 
 
@@ -26,7 +28,8 @@ class RunForm(forms.ModelForm):
     overrides = forms.CharField(
         required=False,
         widget=forms.Textarea(attrs={"rows": 3, "placeholder": "batch_size=2\nd_model=64"}),
-        help_text="Module-level constants to change, one name=value per line or comma-separated.",
+        help_text="Module-level constants to change, one name=value per line or comma-separated; "
+        "the fields above fill it in once a file is chosen.",
     )
 
     agent = forms.ChoiceField(
@@ -103,3 +106,48 @@ def remove_stored_upload(run: Run) -> None:
             folder.rmdir()  # only when empty
     except (OSError, ValueError):
         pass
+
+
+KEPT = "lego-kept-upload"  # the session key of a file kept across a validation error
+
+
+def keep_upload(request, upload) -> tuple[str, str]:
+    """Keep the valid ``upload`` of a form that failed for another reason in
+    the session (at most LEGO_MAX_UPLOAD_BYTES) so that the form can use it
+    again; returns its name and text."""
+    upload.seek(0)
+    text = upload.read().decode("utf-8", errors="replace")
+    request.session[KEPT] = {"name": upload.name, "text": text}
+    return upload.name, text
+
+
+def constants_of(source: str, strict: bool = False) -> list[dict]:
+    """``[{"name", "value"}]``: the file's module-level constants, read from
+    its syntax tree (``lego_core.overrides.file_constants``), never run; a
+    file that does not parse has none (``strict``: SyntaxError)."""
+    try:
+        found = file_constants(source)
+    except SyntaxError:
+        if strict:
+            raise
+        return []
+    return [{"name": name, "value": value} for name, value in found.items()]
+
+
+def kept_upload(request) -> SimpleUploadedFile | None:
+    """The kept file, when the form was sent without a new one and asks for
+    it (``keep_upload=1``)."""
+    kept = request.session.get(KEPT)
+    if not kept or request.POST.get("keep_upload") != "1":
+        return None
+    return SimpleUploadedFile(kept["name"], kept["text"].encode(), content_type="text/x-python")
+
+
+def forget_upload(request) -> None:
+    request.session.pop(KEPT, None)
+
+
+def example_names() -> list[str]:
+    """The reference models' file names (LEGO_EXAMPLES_DIR), sorted."""
+    folder = Path(settings.LEGO_EXAMPLES_DIR)
+    return sorted(p.name for p in folder.glob("*.py")) if folder.is_dir() else []

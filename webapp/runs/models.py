@@ -108,6 +108,11 @@ class Run(models.Model):
         return dict(self.override_items)
 
     @property
+    def failure_reason(self) -> str:
+        """The error message's first non-empty line (the runs list's one line)."""
+        return next((line.strip() for line in (self.error_message or "").splitlines() if line.strip()), "")
+
+    @property
     def is_active(self) -> bool:
         return self.state in self.ACTIVE_STATES
 

@@ -75,7 +75,30 @@ def run_page_context(run: Run, request, share_token: str | None = None) -> dict[
         "timing": report.get("timing") or {},
         "launch": report.get("launch") or {},
         "error_source_line": error_source_line(run),
+        "agents": agents_view(report),
     }
+
+
+def agents_view(report: dict) -> dict[str, Any]:
+    """Which agents ran, for the header: ``text`` ("template agent (built in,
+    no LLM)" or "LLM gpt-x"), ``names``, ``llm`` (an LLM ran: tokens are
+    worth showing) and ``pool`` (agents at a time).  ``metrics.agents`` is the
+    pool size, or a list of ``{kind, model, tokens}`` where the run says
+    which agents it used."""
+    metrics = report.get("metrics") or {}
+    listed = metrics.get("agents")
+    used = listed if isinstance(listed, list) else []
+    pool = metrics.get("agent_pool") or (listed if isinstance(listed, int) else len(used) or 1)
+    if not used and report:
+        used = [{"kind": "template", "model": ""}]
+    parts, names = [], []
+    for agent in used:
+        kind = str(agent.get("kind") or "template")
+        model = str(agent.get("model") or "")
+        names.append(model or kind)
+        parts.append("template agent (built in, no LLM)" if kind == "template" else f"LLM {model or kind}")
+    llm = any(str(a.get("kind") or "template") != "template" for a in used) or bool(metrics.get("tokens"))
+    return {"text": ", ".join(dict.fromkeys(parts)), "names": names, "llm": llm, "pool": pool}
 
 
 def run_status(run: Run) -> dict[str, Any]:
@@ -190,3 +213,36 @@ def error_source_line(run: Run) -> str | None:
     except (OSError, ValueError):
         return None
     return lines[run.error_line - 1] if 0 < run.error_line <= len(lines) else None
+
+
+def compare_context(a: Run, b: Run) -> dict[str, Any]:
+    """Template context of the page comparing two runs of one model
+    (``runs/compare.html``): each run's speedup and plan times, and one row
+    per compute sub-problem (matched by module path, label, kind and
+    how many of that name came before) with
+    both runs' implementation and time; ``differs`` where the plans chose
+    differently or only one run has the sub-problem."""
+    reports = [shown_report(r) or {} for r in (a, b)]
+    rows: dict[tuple, dict] = {}
+    for side, report in enumerate(reports):
+        seen: dict[tuple, int] = {}
+        for sub in report.get("subproblems") or []:
+            if sub.get("kind") == "layout":
+                continue
+            name = (sub.get("module_path") or "", sub.get("label") or "", sub.get("kind") or "")
+            seen[name] = seen.get(name, 0) + 1
+            key = name + (seen[name],)  # the n-th sub-problem of that name (two "clone"s in one module)
+            row = rows.setdefault(key, {"label": key[1], "module_path": key[0], "kind": key[2], "sides": [None, None]})
+            row["sides"][side] = sub
+    for row in rows.values():
+        left, right = row["sides"]
+        row["differs"] = not (left and right and left.get("implementation") == right.get("implementation"))
+        if left and right and left.get("time_ms") is not None and right.get("time_ms") is not None:
+            row["delta_ms"] = right["time_ms"] - left["time_ms"]
+    runs = []
+    for run, report in zip((a, b), reports):
+        metrics = report.get("metrics") or {}
+        runs.append({"run": run, "plan": report.get("plan") or {}, "metrics": metrics,
+                     "overrides": report.get("overrides") or run.overrides})
+    table = sorted(rows.values(), key=lambda r: (not r["differs"], r["module_path"], r["label"]))
+    return {"runs": runs, "rows": table, "differences": sum(r["differs"] for r in table)}

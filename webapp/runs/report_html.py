@@ -40,6 +40,7 @@ STYLESHEETS = ["css/app.css", "css/live.css"]
 SCRIPTS = [
     "js/live/run_model.js",
     "js/live/tree_view.js",
+    "js/live/time_view.js",
     "js/live/node_panel.js",
     "js/live/charts.js",
     "js/live/header.js",
@@ -108,6 +109,7 @@ def report_context(run: Run) -> dict:
         "metrics": report.get("metrics") or {},
         "timing": report.get("timing") or {},
         "error_source_line": presenters.error_source_line(run),
+        "agents": presenters.agents_view(report),
         "events": events,
         "plotly_js": mark_safe(inline_script(read_static(PLOTLY_JS))),
         "styles": styles,

@@ -2,16 +2,22 @@
 the JSON API: ``api.py``)."""
 from __future__ import annotations
 
+from pathlib import Path
 from urllib.parse import urlencode
+
+from django.conf import settings
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
+from django.http import Http404, HttpResponse, JsonResponse
 from django.db.models import Count
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.datastructures import MultiValueDict
 from django.views.decorators.http import require_GET, require_POST
 
-from webapp.runs import downloads, lifecycle, presenters, queue
+from webapp.runs import downloads, forms, lifecycle, presenters, queue
 from webapp.runs.forms import RunForm
 from webapp.runs.models import Run
 
@@ -60,16 +66,79 @@ def run_list(request):
 @login_required
 def run_new(request):
     """The upload form; a valid upload starts a run, unless the user has
-    ``LEGO_MAX_RUNS_IN_FLIGHT`` runs going (then the form says so)."""
-    form = RunForm(request.POST or None, request.FILES or None)
+    ``LEGO_MAX_RUNS_IN_FLIGHT`` runs going (then the form says so).  After a
+    validation error the chosen file is kept in the session
+    (``forms.keep_upload``) and offered again, so the user does not choose
+    it twice."""
+    files = request.FILES if request.method == "POST" else None
+    kept = forms.kept_upload(request) if request.method == "POST" and not files.get("upload") else None
+    if kept is not None:
+        files = MultiValueDict({"upload": [kept]})
+    form = RunForm(request.POST or None, files or None)
     if request.method == "POST" and form.is_valid():
         try:
             run = form.submit(request.user)
         except queue.RunLimitReached as exc:
             form.add_error(None, str(exc))
         else:
+            forms.forget_upload(request)
             return redirect("runs:detail", run_id=run.id)
-    return render(request, "runs/new.html", {"form": form})
+    kept_name, kept_constants = "", []
+    if request.method == "POST" and "upload" not in form.errors and form.cleaned_data.get("upload"):
+        kept_name, source = forms.keep_upload(request, form.cleaned_data["upload"])
+        kept_constants = forms.constants_of(source)
+        form.fields["upload"].required = False  # rendering only: the kept file stands in for a new one
+    context = {"form": form, "kept_name": kept_name, "kept_constants": kept_constants, "examples": forms.example_names()}
+    return render(request, "runs/new.html", context)
+
+
+@login_required
+@require_POST
+def run_constants(request):
+    """JSON: the module-level constants of a posted model file (``upload``),
+    read from its syntax tree, never executed: ``{"constants": [{"name",
+    "value"}...]}``, or ``{"error": ...}`` (400) for a file that does not
+    parse."""
+    upload = request.FILES.get("upload")
+    if upload is None or upload.size > settings.LEGO_MAX_UPLOAD_BYTES:
+        return JsonResponse({"error": "Choose a Python file (.py) of at most "
+                             f"{settings.LEGO_MAX_UPLOAD_BYTES // 1000} kB."}, status=400)
+    try:
+        found = forms.constants_of(upload.read().decode("utf-8", errors="replace"), strict=True)
+    except SyntaxError as exc:
+        return JsonResponse({"error": f"The file does not parse: line {exc.lineno}: {exc.msg}."}, status=400)
+    return JsonResponse({"constants": found})
+
+
+@login_required
+@require_GET
+def run_example(request, name):
+    """One of the reference models (``LEGO_EXAMPLES_DIR``), as text."""
+    if name not in forms.example_names():
+        raise Http404("no such example")
+    text = (Path(settings.LEGO_EXAMPLES_DIR) / name).read_text()
+    return HttpResponse(text, content_type="text/x-python; charset=utf-8")
+
+
+@login_required
+@require_GET
+def run_compare(request):
+    """Two of the user's runs of the same model side by side
+    (``?run=<id>&run=<id>``, the runs list's ticked boxes)."""
+    ids = request.GET.getlist("run")
+    if len(ids) != 2 or ids[0] == ids[1]:
+        messages.info(request, "Tick two runs of the same model to compare them.")
+        return redirect("runs:list")
+    try:
+        runs = [own_run(request, run_id) for run_id in ids]
+    except (ValueError, ValidationError):
+        raise Http404("no such run") from None
+    if runs[0].original_filename != runs[1].original_filename:
+        messages.info(request, f"{runs[0].original_filename} and {runs[1].original_filename} are different models; "
+                      "tick two runs of the same model to compare them.")
+        return redirect("runs:list")
+    runs.sort(key=lambda r: r.created_at)
+    return render(request, "runs/compare.html", presenters.compare_context(*runs))
 
 
 @login_required

@@ -5,13 +5,11 @@
 //   after … s"; since the run started before a search stage was seen;
 //   y: speedup), a step line with a marker per improvement, extended to the
 //   latest event.
-// - #subproblem-chart: for each compute sub-problem of the chosen plan, its
-//   library (baseline) time and the chosen implementation's time in ms, as
-//   grouped horizontal bars labelled measured/estimated; the chosen bar is
-//   blue for a Triton kernel and slate for the library, each with its own
-//   legend entry.  Library rows as cheap as a fifth of the largest time or
-//   less collapse into one "N other sub-problems (library)" row.  The ms
-//   labels are never rotated (as many ticks as fit).  Before any plan: only
+// - #subproblem-chart: the compute sub-problems of the chosen plan that save
+//   (or lose) the most time against the library, one bar each (blue saved,
+//   red lost, the time view's colours), the rest summed in one row; measured
+//   bars solid, the cost model's estimates hatched, the source in the hover.
+//   Before any plan: only
 //   the note "no chosen plan yet".  A finished run's report.json
 //   (options.report) gives the final numbers; before that the model's
 //   chosenItems().  data-items: sub-problems; data-rows: rows drawn.
@@ -25,8 +23,9 @@
   const THROTTLE_MS = 300;
   const TICK_PX = 64; // room per tick label of the sub-problem chart's ms axis
   const LABEL_CHARS = 40; // sub-problem labels longer than this are cut (the hover has them whole)
-  const TINY = 0.2; // library rows at most this fraction of the largest time collapse into one
-  const COLORS = { baseline: "#98a2b3", triton: "#2f5bea", library: "#667085", measured: "#12805c", estimated: "#2f5bea" };
+  const TOP = 10; // sub-problem rows by time saved or lost; the rest are summed in one row
+  const COLORS = { baseline: "#98a2b3", triton: "#2f5bea", library: "#667085", measured: "#12805c", estimated: "#2f5bea",
+                   saved: "#2166ac", lost: "#b2182b" };
   const CONFIG = { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["lasso2d", "select2d"] };
   const FONT = { family: 'system-ui, -apple-system, "Segoe UI", sans-serif', size: 12, color: "#1d2330" };
 
@@ -221,42 +220,33 @@
       this.speedupEl.dataset.points = String(points.length);
     }
 
+    // Per sub-problem, the time the plan saves (or loses) against the
+    // library: the TOP entries by |saved|, the rest summed in one row; one
+    // bar each, green saved, red lost; estimated bars hatched (the cost
+    // model's, named in the hover), measured ones solid. A fixed height, no
+    // inner scrolling.
     drawSubproblems() {
       const items = chosenItems(this.model, this.report);
-      const rows = collapseRows(items);
+      const rows = savedRows(items, TOP);
       const n = rows.length;
-      const width = this.subproblemEl.clientWidth || 560;
-      const margin = { l: 240, r: 16, t: 92, b: 16 };
       const layout = {
         uirevision: "subproblems",
-        barmode: "group",
-        bargap: 0.25,
-        height: Math.max(260, 90 + n * 34),
-        margin: margin,
+        height: Math.max(200, 70 + n * 26),
+        margin: { l: 16, r: 16, t: 30, b: 40 },
         font: FONT,
-        // the axis on top, where it stays in view while the list scrolls;
-        // labels never rotated: as many ticks as fit side by side
-        xaxis: {
-          rangemode: "tozero",
-          side: "top",
-          tickangle: 0,
-          nticks: Math.max(2, Math.min(8, Math.floor((width - margin.l - margin.r) / TICK_PX))),
-          title: { text: "ms", standoff: 6, font: { size: 11, color: "#667085" } },
-        },
+        bargap: 0.3,
+        xaxis: { title: { text: "ms saved (+) or lost (−) against the library", font: { size: 11, color: "#667085" } },
+                 zeroline: true, zerolinecolor: "#98a2b3", tickangle: 0, nticks: 6 },
         yaxis: { tickvals: rows.map((_, i) => i), ticktext: rows.map((r) => r.short), autorange: "reversed", automargin: true },
-        // one row from the chart's left edge (not the plot area's), where it fits
-        legend: { orientation: "h", x: -margin.l / Math.max(1, width - margin.l - margin.r), xanchor: "left", yanchor: "bottom" },
+        showlegend: true,
+        legend: { orientation: "h", x: 0, y: 1.02, xanchor: "left", yanchor: "bottom" },
         paper_bgcolor: "rgba(0,0,0,0)",
         plot_bgcolor: "#fff",
       };
-      // the legend above the axis title and tick labels: 58 px over the plot area
-      layout.legend.y = 1 + 58 / Math.max(1, layout.height - margin.t - margin.b);
       this.subproblemEl.dataset.items = String(items.length);
       this.subproblemEl.dataset.rows = String(n);
       if (n === 0) {
-        // just the note: no bare axes, no legend
         layout.height = 160;
-        layout.margin = { l: 16, r: 16, t: 16, b: 16 };
         layout.xaxis = { visible: false };
         layout.yaxis = { visible: false };
         layout.showlegend = false;
@@ -265,77 +255,63 @@
         window.Plotly.react(this.subproblemEl, [], layout, CONFIG);
         return;
       }
-      const baseKind = kindOf(rows.map((r) => r.baselineMeasured));
-      const chosenKind = kindOf(rows.map((r) => r.measured));
-      layout.xaxis.title.text = `ms, ${baseKind === chosenKind ? baseKind : `library ${baseKind}, chosen ${chosenKind}`}`;
-      const hover = (r, which) => {
-        const ms = which === "baseline" ? r.baselineMs : r.chosenMs;
-        const measured = which === "baseline" ? r.baselineMeasured : r.measured;
-        const kind = measured ? "measured" : "estimated";
-        if (r.group) {
-          return `${r.label}: the plan keeps their library implementation<br>each at most ${LEGO_sig(ms)} ms, ` +
-            `${LEGO_sig(r.totalMs)} ms together (${kind})`;
-        }
-        return `${r.label}<br>${which === "baseline" ? "library" : r.triton ? "Triton kernel" : "library (kept)"}: ` +
-          `${ms === null ? "—" : LEGO_sig(ms)} ms (${kind})`;
-      };
-      const bars = (name, subset, which, color, group) => ({
+      const source = (r) => (r.measured && r.baselineMeasured ? "measured on the GPU" :
+        "estimated by the cost model (no GPU timing" + (r.measured || r.baselineMeasured ? " for one of the two" : "") + ")");
+      const hover = (r) =>
+        `${r.label}<br>${r.group ? `${r.count} sub-problems together` : r.triton ? "Triton kernel" : "library (kept)"}: ` +
+        `${LEGO_sig(r.chosenMs)} ms vs library ${LEGO_sig(r.baselineMs)} ms<br>` +
+        `${r.savedMs >= 0 ? "saves" : "loses"} ${LEGO_sig(Math.abs(r.savedMs))} ms, ${source(r)}`;
+      const bars = (name, subset, measured) => ({
         type: "bar",
         orientation: "h",
         name: name,
-        offsetgroup: group, // both chosen traces share one slot beside the library bar
         y: subset.map((r) => r.index),
-        x: subset.map((r) => (which === "baseline" ? r.baselineMs : r.chosenMs)),
-        text: subset.map((r) => hover(r, which)),
+        x: subset.map((r) => r.savedMs),
+        text: subset.map(hover),
         hovertemplate: "%{text}<extra></extra>",
-        textposition: "none", // text is for the hover only
-        marker: { color: color },
+        textposition: "none",
+        marker: {
+          color: subset.map((r) => (r.savedMs >= 0 ? COLORS.saved : COLORS.lost)),
+          line: { color: subset.map((r) => (r.savedMs >= 0 ? COLORS.saved : COLORS.lost)), width: 1 },
+          pattern: measured ? { shape: "" } : { shape: "/", fillmode: "overlay", fgcolor: "#ffffff", size: 6, solidity: 0.35 },
+        },
       });
-      const triton = rows.filter((r) => r.triton);
-      const library = rows.filter((r) => !r.triton);
-      const traces = [bars("library baseline", rows, "baseline", COLORS.baseline, "baseline")];
-      if (triton.length) traces.push(bars("chosen: Triton kernel", triton, "chosen", COLORS.triton, "chosen"));
-      if (library.length) traces.push(bars("chosen: library", library, "chosen", COLORS.library, "chosen"));
+      const measured = rows.filter((r) => r.measured && r.baselineMeasured);
+      const estimated = rows.filter((r) => !(r.measured && r.baselineMeasured));
+      const traces = [];
+      if (measured.length) traces.push(bars("measured", measured, true));
+      if (estimated.length) traces.push(bars("estimated (cost model)", estimated, false));
       window.Plotly.react(this.subproblemEl, traces, layout, CONFIG);
     }
   }
 
-  // Rows of the per-sub-problem chart: one per chosen item, except that
-  // items where the plan keeps the library implementation at a tiny cost
-  // (chosen = library time, at most TINY of the largest time) collapse into
-  // one "N other sub-problems (library)" row at the end (two or more of them).
-  function collapseRows(items) {
-    let max = 0;
-    for (const it of items) max = Math.max(max, it.baselineMs || 0, it.chosenMs || 0);
-    const tiny = (it) =>
-      it.implementation !== "triton" && it.chosenMs !== null && it.chosenMs === it.baselineMs && it.chosenMs <= TINY * max;
-    const small = items.filter(tiny);
-    const keep = small.length >= 2 ? items.filter((it) => !tiny(it)) : items;
-    const rows = keep.map((it) => ({
-      label: it.label,
-      short: it.label.length > LABEL_CHARS ? it.label.slice(0, LABEL_CHARS - 1) + "…" : it.label,
-      baselineMs: it.baselineMs,
-      chosenMs: it.chosenMs,
-      measured: it.measured,
-      baselineMeasured: it.baselineMeasured,
-      triton: it.implementation === "triton",
-      group: false,
-    }));
-    if (small.length >= 2) {
-      const most = Math.max(...small.map((it) => it.chosenMs));
-      const label = `${small.length} other sub-problems (library)`;
-      rows.push({
+  // Rows of the per-sub-problem chart: the `top` items by |ms saved|, then
+  // the rest summed in one "N other sub-problems" row.
+  function savedRows(items, top) {
+    const timed = items
+      .filter((it) => it.baselineMs !== null)
+      .map((it) => ({ it: it, saved: it.baselineMs - (it.chosenMs === null ? it.baselineMs : it.chosenMs) }));
+    timed.sort((a, b) => Math.abs(b.saved) - Math.abs(a.saved));
+    const row = (label, list, group) => {
+      const baselineMs = list.reduce((t, x) => t + x.it.baselineMs, 0);
+      const chosenMs = list.reduce((t, x) => t + (x.it.chosenMs === null ? x.it.baselineMs : x.it.chosenMs), 0);
+      return {
         label: label,
-        short: label,
-        baselineMs: most,
-        chosenMs: most,
-        totalMs: small.reduce((t, it) => t + it.chosenMs, 0),
-        measured: small.every((it) => it.measured),
-        baselineMeasured: small.every((it) => it.baselineMeasured),
-        triton: false,
-        group: true,
-      });
-    }
+        short: label.length > LABEL_CHARS ? label.slice(0, LABEL_CHARS - 1) + "…" : label,
+        baselineMs: baselineMs,
+        chosenMs: chosenMs,
+        savedMs: baselineMs - chosenMs,
+        measured: list.every((x) => x.it.measured),
+        baselineMeasured: list.every((x) => x.it.baselineMeasured),
+        triton: !group && list[0].it.implementation === "triton",
+        group: group,
+        count: list.length,
+      };
+    };
+    const head = timed.length > top + 1 ? timed.slice(0, top) : timed;
+    const rest = timed.length > top + 1 ? timed.slice(top) : [];
+    const rows = head.map((x) => row(x.it.label, [x], false));
+    if (rest.length) rows.push(row(`${rest.length} other sub-problems`, rest, true));
     rows.forEach((r, i) => (r.index = i));
     return rows;
   }
@@ -345,6 +321,6 @@
   }
 
   Charts.chosenItems = chosenItems;
-  Charts.collapseRows = collapseRows;
+  Charts.savedRows = savedRows;
   LEGO.Charts = Charts;
 })();

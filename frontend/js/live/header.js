@@ -153,6 +153,27 @@
       }
       set("run-agent-calls", formatCount(h.agentCalls));
       set("run-tokens", formatCount(h.tokens));
+      if (h.promptTokens || h.completionTokens) {
+        const cost = h.costUsd ? `, $${h.costUsd.toFixed(4)}` : "";
+        set("run-tokens-split", ` (${formatCount(h.promptTokens)} prompt + ${formatCount(h.completionTokens)} completion${cost})`);
+      }
+      const agents = Header.describeAgents(h.agents || []);
+      if (agents.text) set("run-agents-text", agents.text);
+      // tokens: only when an LLM ran (the template agent spends none)
+      const llm = agents.llm || h.tokens > 0;
+      ["run-tokens-label", "run-tokens-row"].forEach((id) => {
+        const el = this.el(id);
+        if (el && llm) el.hidden = false;
+      });
+      const items = this.model && typeof this.model.computeItems === "function" && this.model.plan ? this.model.computeItems().length : null;
+      if (items !== null) set("run-subproblems", String(items));
+      const times = Header.planTimes(this.model);
+      if (times) {
+        set("run-plan-times", `first after ${times.first.toFixed(2)} s, final after ${times.final.toFixed(2)} s of the search`);
+        const el = this.el("run-plan-times");
+        el.dataset.first = String(times.first);
+        el.dataset.final = String(times.final);
+      }
       let stage = h.stage || (ACTIVE.has(this.state) ? (this.state === "queued" ? "waiting for a worker" : "starting") : "—");
       if (h.stage && h.total) stage += ` ${h.done || 0}/${h.total}`;
       if (ended) stage = final;
@@ -164,7 +185,8 @@
         const has = typeof h.speedup === "number" && isFinite(h.speedup);
         speedupEl.querySelector(".value").textContent = formatSpeedup(h.speedup);
         const kind = speedupEl.querySelector(".kind");
-        kind.textContent = has ? (h.measured ? "measured" : "estimated") : "";
+        kind.textContent = has ? (h.measured ? "measured on the GPU" : "estimated by the cost model") : "";
+        kind.title = has && !h.measured ? "No GPU timing: every time is the cost model's estimate for the target device" : "";
         speedupEl.dataset.speedup = has ? String(h.speedup) : "";
         const detail = speedupEl.querySelector(".detail");
         if (detail) {
@@ -186,6 +208,34 @@
     const suffix = tens >= 10 && tens <= 20 ? "th" : { 1: "st", 2: "nd", 3: "rd" }[place % 10] || "th";
     const ahead = place - 1;
     return `${place}${suffix} in the queue (${ahead} run${ahead === 1 ? "" : "s"} ahead)`;
+  };
+
+  // The agents seen in the run's events: {text, llm}. "template" is the
+  // built-in offline agent; any other name is an LLM agent (its model).
+  Header.describeAgents = function (names) {
+    const parts = [];
+    let llm = false;
+    for (const name of names) {
+      if (name === "template") parts.push("template agent (built in, no LLM)");
+      else {
+        llm = true;
+        parts.push(`LLM ${name}`);
+      }
+    }
+    return { text: [...new Set(parts)].join(", "), llm: llm };
+  };
+
+  // Seconds to the first and the final plan, from the same plan_improved
+  // events (and clock) the speedup chart draws: the first improvement on
+  // the library plan and the last one (the library plan's time when none).
+  Header.planTimes = function (model) {
+    const hist = (model && model.planHistory) || [];
+    const timed = hist.filter((p) => typeof p.t === "number" && isFinite(p.t));
+    if (!timed.length) return null;
+    const better = timed.filter((p) => !p.initial);
+    const first = better.length ? better[0].t : timed[0].t;
+    const final = better.length ? better[better.length - 1].t : first;
+    return { first: first, final: final };
   };
 
   // Three significant digits, like the server's |sig filter.

@@ -83,6 +83,16 @@
     return Array.isArray(v) ? v : [];
   }
 
+  /* The module an OR node's region belongs to: the event's module_path, or
+     (logs from before it had one) the label's "layers.0.attn (Attention)" /
+     "layers.0.attn · mul, add" prefix; "" for the model's own ops. */
+  function modulePathOf(d) {
+    if (typeof d.module_path === "string") return d.module_path;
+    var label = d.label == null ? "" : String(d.label);
+    var m = /^([A-Za-z_][\w.]*)(?: \(| \u00b7 )/.exec(label);
+    return m && m[1] !== "model" ? m[1] : "";
+  }
+
   function RunModel() {
     this.lastSeq = 0;
     this.version = 0;
@@ -106,6 +116,7 @@
       promptTokens: 0,
       completionTokens: 0,
       costUsd: 0,
+      agents: [], // agent names seen in node_started events, in order ("template", or an LLM agent's)
       speedup: null,
       costMs: null,
       baselineMs: null,
@@ -215,6 +226,17 @@
     return { item: false, via: via };
   };
 
+  /* The plan's compute sub-problems (its items but the layout-only ones:
+     views and permutes, free in the cost model), the count the report calls
+     "sub-problems". */
+  RunModel.prototype.computeItems = function () {
+    var self = this;
+    return this.chosenItems().filter(function (it) {
+      var n = self.nodes.get(it.id);
+      return !n || n.regionKind !== "layout";
+    });
+  };
+
   /* The latest plan's items, in schedule order. */
   RunModel.prototype.chosenItems = function () {
     var ids = this.plan ? list(this.plan.chosen) : Array.from(this.chosen);
@@ -235,6 +257,8 @@
         implementation: best.implementation,
         candidateId: best.candidateId,
         reused: n ? n.reused : false,
+        modulePath: n ? n.modulePath : "",
+        regionKind: n ? n.regionKind : "",
       });
     }
     return out;
@@ -257,6 +281,8 @@
       shapes: list(d.shapes),
       inputShapes: list(d.input_shapes),
       reference: d.reference || "",
+      modulePath: modulePathOf(d),
+      regionKind: d.region_kind || "",
       shared: list(d.shared).map(String),
       children: [],
       depth: 0,
@@ -454,7 +480,7 @@
       if (n) {
         // the same node announced again: take the new fields, keep what happened to it
         var fresh = this._newNode(d);
-        ["kind", "label", "signature", "ops", "shapes", "inputShapes", "reference", "shared"].forEach(function (k) {
+        ["kind", "label", "signature", "ops", "shapes", "inputShapes", "reference", "shared", "modulePath", "regionKind"].forEach(function (k) {
           n[k] = fresh[k];
         });
         this._touch(n);
@@ -515,6 +541,7 @@
       var attempt = num(d.attempt);
       n.attempts = attempt !== null ? Math.max(attempt, n.attempts) : n.attempts + 1;
       n.agent = d.agent || n.agent || "";
+      if (d.agent && this.header.agents.indexOf(d.agent) < 0) this.header.agents.push(d.agent);
       n.startedTs = ts;
       n._noKernel = false;
       n._attemptTranscripts = 0;
@@ -630,8 +657,12 @@
       h.items = num(d.items) || list(d.chosen).length;
       this.plan = d;
       var origin = this.timeOrigin();
+      // the search's own clock when the event has it: the same numbers as the
+      // report's time_to_first/final_plan_s
+      var t = num(d.elapsed_s);
+      if (t === null) t = ts !== null && origin !== null ? ts - origin : null;
       this.planHistory.push({
-        t: ts !== null && origin !== null ? ts - origin : null,
+        t: t,
         speedup: h.speedup,
         costMs: h.costMs,
         baselineMs: h.baselineMs,

@@ -84,6 +84,9 @@
           ? new LEGO.TreeView(treeEl, this.model, { onSelect: (id) => this.select(id) })
           : null;
 
+      const timeEl = document.getElementById("time-view");
+      this.timeView = timeEl && LEGO.TimeView ? new LEGO.TimeView(timeEl, this.model, { onSelect: (id) => this.selectEverywhere(id) }) : null;
+
       const elapsedEl = document.getElementById("run-elapsed");
       const state = options.state || "";
       this.header = new LEGO.Header(this.model, {
@@ -104,6 +107,13 @@
       if (this.panel) this.panel.show(id);
     }
 
+    // from the time view (or the tree's search): the tree shows and rings
+    // the node, the panel fills
+    selectEverywhere(id) {
+      if (this.tree) this.tree.reveal(id);
+      this.select(id);
+    }
+
     apply(events) {
       this.model.applyAll(events);
       // replaying the log of a run that had ended when the page was
@@ -117,6 +127,7 @@
     // into a later animation frame; redraw() is synchronous).
     renderNow() {
       if (this.tree && typeof this.tree.redraw === "function") this.tree.redraw();
+      if (this.timeView) this.timeView.redraw();
       this.render(true);
     }
 
@@ -135,6 +146,7 @@
       }
       this.renders += 1;
       if (this.tree) this.tree.update();
+      if (this.timeView) this.timeView.update();
       if (this.panel) this.panel.refresh();
       this.header.update();
       if (this.charts) this.charts.update(force);

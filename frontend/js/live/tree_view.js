@@ -65,6 +65,24 @@
   var MAX_SIZE = 10; // OR marker diameter in px when there is room
   var MIN_SIZE = 4; // ... and when leaves are packed tighter than that
   var SELECT_COLOR = "#111111";
+  var FOLD_RING = "#1d2330"; // a folded node: a dark ring, "+N" in its label
+  var LABEL_PX = 56; // leaf spacing on screen from which nodes get labels
+  var FOLD_BUDGET = 110; // nodes drawn by default, at most (+ the way to running nodes)
+
+  /* A node's short name: the last part of its module path and class
+     ("attn_norm (RMSNorm)"), its ops ("pow, mean, add"), or an AND's kind. */
+  function nodeLabel(node) {
+    var label = String(node.label || node.id);
+    if (node.kind === "and") return label.split(":")[0];
+    var dot = label.indexOf(" \u00b7 ");
+    if (dot >= 0) return label.slice(dot + 3);
+    var path = node.modulePath || "";
+    if (path && label.indexOf(path) === 0) {
+      var cut = path.lastIndexOf(".");
+      return cut >= 0 ? label.slice(cut + 1) : label;
+    }
+    return label;
+  }
 
   function esc(s) {
     return String(s == null ? "" : s)
@@ -118,6 +136,11 @@
     this._index = new Map(); // node id -> position in model.order
     this._indexed = 0;
     this._hoverCache = new Map();
+    this._open = new Set(); // unfolded by a click
+    this._shut = new Set(); // folded by a click
+    this._pinned = new Set(); // shown by reveal() (search, the time view)
+    this.fold = options.fold !== false; // fold by default (options.fold false: draw every node)
+    this._folds = 0; // bumped by every fold, unfold or pin: part of the redraw key
     this._build();
     // node links in a LEGO.NodePanel announce themselves: follow them here too
     var self = this;
@@ -149,6 +172,12 @@
       var count = el("span", "tree-legend-count", "0");
       item.appendChild(count);
       self._counts[s] = count;
+      if (s === "chosen") {
+        item.firstChild.nextSibling.textContent = "in the plan: sub-problems ";
+        self._pathNote = el("span", "tree-path-note note", "");
+        item.appendChild(document.createTextNode(" "));
+        item.appendChild(self._pathNote);
+      }
       legend.appendChild(item);
     });
     var shapes = [
@@ -179,7 +208,39 @@
     legend.appendChild(this._stats);
     c.appendChild(legend);
 
-    this.hint = el("p", "tree-hint", "Scroll to zoom, drag to pan, double-click to reset; click a node to see it in the panel.");
+    var bar = el("div", "tree-toolbar");
+    var form = el("form", "tree-search");
+    form.setAttribute("role", "search");
+    this.searchInput = document.createElement("input");
+    this.searchInput.type = "search";
+    this.searchInput.id = "tree-search";
+    this.searchInput.placeholder = "Find a module or op: layers.0.attn_norm, mm";
+    this.searchInput.setAttribute("aria-label", "Find a node by module path or op");
+    var go = el("button", "small secondary", "Find");
+    go.type = "submit";
+    this.searchNote = el("span", "tree-search-note note", "");
+    form.appendChild(this.searchInput);
+    form.appendChild(go);
+    form.appendChild(this.searchNote);
+    form.addEventListener("submit", function (ev) {
+      ev.preventDefault();
+      self.search(self.searchInput.value);
+    });
+    bar.appendChild(form);
+    var fold = el("button", "small secondary tree-fold-reset", "Fold all back");
+    fold.type = "button";
+    fold.addEventListener("click", function () {
+      self._open.clear();
+      self._shut.clear();
+      self._pinned.clear();
+      self._folds++;
+      self._schedule();
+    });
+    bar.appendChild(fold);
+    c.appendChild(bar);
+    this.hint = el("p", "tree-hint",
+      "Scroll to zoom (labels appear when there is room), drag to pan, double-click to reset. " +
+      "Click a node to see it in the panel; a ringed node has folded children (+N): click it to unfold, click it again to fold.");
     c.appendChild(this.hint);
     this.plot = el("div", "tree-plot");
     c.appendChild(this.plot);
@@ -198,7 +259,7 @@
   };
 
   TreeView.prototype._key = function () {
-    return this.model.version + "|" + this.selected + "|" + this.showShared;
+    return this.model.version + "|" + this.selected + "|" + this.showShared + "|" + this._folds;
   };
 
   TreeView.prototype._schedule = function () {
@@ -222,25 +283,127 @@
     for (; this._indexed < order.length; this._indexed++) this._index.set(order[this._indexed], this._indexed);
   };
 
-  /* x and y of every node (arrays aligned with model.order), O(n). */
+  /* Which nodes are drawn (a Uint8Array aligned with model.order) and how
+     many nodes each drawn one folds away (hidden[i]), O(n). Folded by
+     default: subtrees nobody worked on (every node pending/unexplored),
+     a reused node's subtree, a decomposition the plan did not take (once a
+     plan better than the library's exists; the way to a running node stays
+     drawn) and layout-only leaves (views, permutes: free). A click
+     unfolds (this._open), a click on the selected unfolded node folds it
+     again (this._shut); reveal() pins a node and its ancestors. Still
+     more than FOLD_BUDGET nodes drawn without the user's unfolds: every
+     node at one depth (this.foldDepth) folds its children too. */
+  TreeView.prototype.visibility = function (nodes) {
+    var model = this.model;
+    var index = this._index;
+    var n = nodes.length;
+    var pre = [];
+    var stack = [];
+    for (var r = 0; r < n; r++) {
+      if (nodes[r].parent && model.nodes.has(nodes[r].parent)) continue;
+      stack.push(r);
+      while (stack.length) {
+        var i = stack.pop();
+        pre.push(i);
+        var kids = nodes[i].children;
+        for (var k = kids.length - 1; k >= 0; k--) {
+          var c = index.get(kids[k]);
+          if (c !== undefined) stack.push(c);
+        }
+      }
+    }
+    var busy = new Uint8Array(n), hot = new Uint8Array(n), size = new Uint32Array(n);
+    for (var q = pre.length - 1; q >= 0; q--) {
+      var a = pre[q], node = nodes[a];
+      if (node.state !== "pending" && node.state !== "unexplored") busy[a] = 1;
+      if (node.state === "running") hot[a] = 1;
+      size[a] += 1;
+      var p = node.parent == null ? undefined : index.get(node.parent);
+      if (p !== undefined) {
+        busy[p] |= busy[a];
+        hot[p] |= hot[a];
+        size[p] += size[a];
+      }
+    }
+    var realPlan = !!(model.plan && !model.plan.initial);
+    var self = this;
+    // one pass over the tree (pre-order): which nodes are drawn; user: with
+    // the user's unfolds and pins; cap: nodes at that depth or deeper fold
+    function pass(user, cap) {
+      var visible = new Uint8Array(n), hidden = new Uint32Array(n);
+      for (var v = 0; v < pre.length; v++) {
+        var j = pre[v], nd = nodes[j];
+        var p2 = nd.parent == null ? undefined : index.get(nd.parent);
+        if (p2 === undefined) visible[j] = 1;
+        if (!visible[j]) continue;
+        var open = (user && self._open.has(nd.id)) || !self.fold;
+        var shut = user && self._shut.has(nd.id);
+        var folded = !open && (shut || nd.reused || nd.depth >= cap ||
+          (realPlan && nd.kind === "and" && nd.state !== "chosen")) && self.fold;
+        for (var m = 0; m < nd.children.length; m++) {
+          var ci = index.get(nd.children[m]);
+          if (ci === undefined) continue;
+          var kid = nodes[ci];
+          // in a folded node, only the way to a running node stays drawn
+          var show = (user && self._pinned.has(kid.id)) || (folded ? hot[ci] && !shut : open ||
+            (busy[ci] && !(kid.regionKind === "layout" && !kid.children.length)));
+          if (show) visible[ci] = 1;
+          else hidden[j] += size[ci];
+        }
+      }
+      return { visible: visible, hidden: hidden };
+    }
+    // still more than FOLD_BUDGET nodes (the plan's own path is ~180 in a
+    // tiny llama run): fold one level more, at the deepest depth whose
+    // nodes and those above it fit the budget (the fine-grained regions and
+    // fusion groups fold into their parents; a click unfolds them)
+    var cap = Infinity;
+    if (this.fold) {
+      var base = pass(false, Infinity), perDepth = [], total = 0;
+      for (var w = 0; w < n; w++) {
+        if (!base.visible[w]) continue;
+        total++;
+        perDepth[nodes[w].depth] = (perDepth[nodes[w].depth] || 0) + 1;
+      }
+      if (total > FOLD_BUDGET) {
+        var sum = 0;
+        for (cap = 0; cap < perDepth.length; cap++) {
+          sum += perDepth[cap] || 0;
+          if (sum > FOLD_BUDGET) break;
+        }
+        cap = Math.max(1, cap - 1);
+      }
+    }
+    this.foldDepth = cap;
+    return pass(true, cap);
+  };
+
+  /* x and y of every node (arrays aligned with model.order; NaN when not
+     drawn), O(n), over the nodes visibility() leaves drawn. */
   TreeView.prototype.layout = function () {
     this._indexNodes();
     var model = this.model;
     var order = model.order;
     var n = order.length;
-    var xs = new Float64Array(n);
-    var ys = new Float64Array(n);
+    var xs = new Float64Array(n).fill(NaN);
+    var ys = new Float64Array(n).fill(NaN);
     var nodes = new Array(n);
     for (var i = 0; i < n; i++) nodes[i] = model.nodes.get(order[i]);
+    var vis = this.visibility(nodes);
+    var visible = vis.visible;
     var index = this._index;
     var leaf = 0;
     var stackIdx = [];
     var stackPos = [];
+    var stackFirst = [];
+    var stackLast = [];
     for (var r = 0; r < n; r++) {
       var root = nodes[r];
-      if (root.parent && model.nodes.has(root.parent)) continue;
+      if (!visible[r] || (root.parent && model.nodes.has(root.parent))) continue;
       stackIdx.push(r);
       stackPos.push(0);
+      stackFirst.push(-1);
+      stackLast.push(-1);
       while (stackIdx.length) {
         var top = stackIdx.length - 1;
         var idx = stackIdx[top];
@@ -250,22 +413,28 @@
         if (pos < kids.length) {
           stackPos[top] = pos + 1;
           var k = index.get(kids[pos]);
-          if (k !== undefined) {
+          if (k !== undefined && visible[k]) {
+            if (stackFirst[top] < 0) stackFirst[top] = k;
+            stackLast[top] = k;
             stackIdx.push(k);
             stackPos.push(0);
+            stackFirst.push(-1);
+            stackLast.push(-1);
           }
           continue;
         }
+        var first = stackFirst[top];
+        var last = stackLast[top];
         stackIdx.pop();
         stackPos.pop();
+        stackFirst.pop();
+        stackLast.pop();
         ys[idx] = -node.depth;
-        var first = kids.length ? index.get(kids[0]) : undefined;
-        var last = kids.length ? index.get(kids[kids.length - 1]) : undefined;
-        if (first === undefined || last === undefined) xs[idx] = leaf++;
+        if (first < 0) xs[idx] = leaf++;
         else xs[idx] = (xs[first] + xs[last]) / 2;
       }
     }
-    return { xs: xs, ys: ys, nodes: nodes };
+    return { xs: xs, ys: ys, nodes: nodes, visible: visible, hidden: vis.hidden };
   };
 
   /* OR marker diameter in px for the current zoom: 0.8 of the on-screen
@@ -290,11 +459,91 @@
     return Math.max(MIN_SIZE, Math.min(MAX_SIZE, Math.round(size * 2) / 2));
   };
 
-  /* Where a node is drawn, in data coordinates ({x, y}), or null. */
+  /* Where a node is drawn, in data coordinates ({x, y}), or null (not
+     drawn: folded away). */
   TreeView.prototype.position = function (nodeId) {
     var lay = this.layout();
     var i = this._index.get(String(nodeId));
-    return i === undefined ? null : { x: lay.xs[i], y: lay.ys[i] };
+    return i === undefined || !lay.visible[i] ? null : { x: lay.xs[i], y: lay.ys[i] };
+  };
+
+  /* On-screen px between neighbouring leaves (one x unit) at this zoom. */
+  TreeView.prototype.leafSpacingPx = function () {
+    var ext = this._extent;
+    if (!ext) return 0;
+    var ax = (this.plot.layout || {}).xaxis;
+    var span = ax && ax.autorange === false && Array.isArray(ax.range) ? Math.abs(ax.range[1] - ax.range[0]) : ext.maxX - ext.minX + 1;
+    return Math.max(50, (this.plot.clientWidth || 600) - 20) / Math.max(span, 1e-9);
+  };
+
+  /* Nodes matching a query, best first: the OR node of that exact module
+     path, then labels and module paths containing it, then ops. */
+  TreeView.prototype.find = function (query) {
+    var q = String(query || "").trim().toLowerCase();
+    if (!q) return [];
+    var exact = [], named = [], byOp = [];
+    var order = this.model.order;
+    for (var i = 0; i < order.length; i++) {
+      var n = this.model.nodes.get(order[i]);
+      var path = (n.modulePath || "").toLowerCase();
+      var label = (n.label || "").toLowerCase();
+      if (n.kind === "or" && path === q && label.indexOf(" \u00b7 ") < 0) exact.push(n);
+      else if (label.indexOf(q) >= 0 || path.indexOf(q) >= 0 || n.id === q) named.push(n);
+      else if (n.kind === "or" && n.ops.some(function (o) { return o.toLowerCase().indexOf(q) >= 0; })) byOp.push(n);
+    }
+    var byDepth = function (a, b) { return a.depth - b.depth; };
+    return exact.sort(byDepth).concat(named.sort(byDepth), byOp.sort(byDepth)).map(function (n) { return n.id; });
+  };
+
+  /* The search box: the next match on each Enter of the same query. */
+  TreeView.prototype.search = function (query) {
+    var hits = this.find(query);
+    if (this._lastQuery !== query) this._hit = -1;
+    this._lastQuery = query;
+    if (!hits.length) {
+      this.searchNote.textContent = "no node matches \u201c" + query + "\u201d";
+      return null;
+    }
+    this._hit = (this._hit + 1) % hits.length;
+    var id = hits[this._hit];
+    this.searchNote.textContent = (this._hit + 1) + " of " + hits.length;
+    this.reveal(id);
+    if (this.onSelect) this.onSelect(id);
+    return id;
+  };
+
+  /* Show a node (unfolding its ancestors), select it and bring it into view. */
+  TreeView.prototype.reveal = function (nodeId) {
+    var id = String(nodeId);
+    var n = this.model.nodes.get(id);
+    if (!n) return;
+    for (var a = n; a; a = a.parent ? this.model.nodes.get(a.parent) : null) this._pinned.add(a.id);
+    this._folds++;
+    this.selected = id;
+    this.redraw();
+    var at = this.position(id);
+    if (at && typeof Plotly !== "undefined" && this.plot.layout) {
+      Plotly.relayout(this.plot, { "xaxis.range": [at.x - 6, at.x + 6], "yaxis.range": [at.y - 2.5, at.y + 1.5] });
+    }
+  };
+
+  /* A click on a node: unfold it when it folds children away, fold it when
+     it is the selected node and shows them. */
+  TreeView.prototype.toggle = function (nodeId) {
+    var id = String(nodeId);
+    var lay = this._lay;
+    var i = this._index.get(id);
+    var n = this.model.nodes.get(id);
+    if (!lay || i === undefined || !n || !n.children.length) return;
+    if (lay.hidden[i]) {
+      this._open.add(id);
+      this._shut.delete(id);
+    } else if (this.selected === id) {
+      this._shut.add(id);
+      this._open.delete(id);
+      for (var k = 0; k < n.children.length; k++) this._pinned.delete(n.children[k]);
+    } else return;
+    this._folds++;
   };
 
   TreeView.prototype._hover = function (node) {
@@ -337,15 +586,19 @@
     var n = nodes.length;
     var index = this._index;
 
+    var visible = lay.visible;
+    var hidden = lay.hidden;
     var ex = [];
     var ey = [];
+    var px = [];
+    var py = [];
     var sx = [];
     var sy = [];
-    var orPlain = { x: [], y: [], ids: [], text: [], color: [] };
-    var orReused = { x: [], y: [], ids: [], text: [], color: [] };
-    var and = { x: [], y: [], ids: [], text: [], color: [] };
+    function bucket() { return { x: [], y: [], ids: [], text: [], labels: [], color: [] }; }
+    var orPlain = bucket(), orReused = bucket(), and = bucket(), orFolded = bucket(), andFolded = bucket();
     var counts = {};
     LEGO.RunModel.STATES.forEach(function (s) { counts[s] = 0; });
+    var drawn = 0;
     var selX = [];
     var selY = [];
     var sel = this.selected;
@@ -354,30 +607,36 @@
 
     for (var i = 0; i < n; i++) {
       var node = nodes[i];
+      counts[node.state] = (counts[node.state] || 0) + 1;
+      if (!visible[i]) continue;
+      drawn++;
       var x = xs[i];
       var y = ys[i];
       var p = node.parent == null ? undefined : index.get(node.parent);
       if (p !== undefined) {
-        ex.push(xs[p], x, null);
-        ey.push(ys[p], y, null);
+        // the plan's path: an edge between two nodes in the plan
+        var onPath = node.state === "chosen" && nodes[p].state === "chosen";
+        (onPath ? px : ex).push(xs[p], x, null);
+        (onPath ? py : ey).push(ys[p], y, null);
       }
-      counts[node.state] = (counts[node.state] || 0) + 1;
       if (i === selIdx) {
         selX.push(x);
         selY.push(y);
       }
-      var bucket = node.kind === "and" ? and : node.reused ? orReused : orPlain;
-      bucket.x.push(x);
-      bucket.y.push(y);
-      bucket.ids.push(node.id);
-      bucket.text.push(this._hoverCached(node));
-      bucket.color.push(COLORS[node.state] || COLORS.pending);
+      var folds = hidden[i];
+      var b = folds ? (node.kind === "and" ? andFolded : orFolded) : node.kind === "and" ? and : node.reused ? orReused : orPlain;
+      b.x.push(x);
+      b.y.push(y);
+      b.ids.push(node.id);
+      b.text.push(this._hoverCached(node) + (folds ? "<br><i>" + folds + " node" + (folds === 1 ? "" : "s") + " folded: click to unfold</i>" : ""));
+      b.labels.push(nodeLabel(node) + (folds ? " +" + folds : ""));
+      b.color.push(COLORS[node.state] || COLORS.pending);
       if (node.kind === "and" && node.shared.length && (this.showShared || i === selIdx || (selNode && selNode.kind === "or"))) {
         for (var j = 0; j < node.shared.length; j++) {
           // all of them, or those of the selected AND, or those to the selected OR
           if (!this.showShared && i !== selIdx && node.shared[j] !== sel) continue;
           var q = index.get(node.shared[j]);
-          if (q === undefined) continue;
+          if (q === undefined || !visible[q]) continue;
           sx.push(x, xs[q], null);
           sy.push(y, ys[q], null);
         }
@@ -386,12 +645,13 @@
 
     var minX = Infinity, maxX = -Infinity, minY = Infinity, maxY = -Infinity;
     for (var e = 0; e < n; e++) {
+      if (!visible[e]) continue;
       if (xs[e] < minX) minX = xs[e];
       if (xs[e] > maxX) maxX = xs[e];
       if (ys[e] < minY) minY = ys[e];
       if (ys[e] > maxY) maxY = ys[e];
     }
-    this._extent = n ? { minX: minX, maxX: maxX, minY: minY, maxY: maxY } : null;
+    this._extent = drawn ? { minX: minX, maxX: maxX, minY: minY, maxY: maxY } : null;
     var size = this.markerSize();
     var andSize = Math.max(3, Math.round(size * 0.7 * 2) / 2);
     // the reused ring: thin, and none on markers too small to show it and
@@ -399,14 +659,22 @@
     var ring = size >= 7 ? 1.5 : size >= 5 ? 1 : 0;
 
     var type = this.traceType;
+    // labels once a leaf's spacing on screen has room for a few words
+    var spacing = this.leafSpacingPx();
+    var withLabels = spacing >= LABEL_PX;
+    var chars = Math.max(6, Math.floor(spacing / 6.5));
+    this.labelsShown = withLabels;
     function nodeTrace(name, b, symbol, size, line) {
       return {
-        type: type, mode: "markers", name: name, x: b.x, y: b.y, customdata: b.ids,
-        text: b.text, hovertemplate: "%{text}<extra></extra>",
+        type: type, mode: withLabels ? "markers+text" : "markers", name: name, x: b.x, y: b.y, customdata: b.ids,
+        hovertext: b.text, hovertemplate: "%{hovertext}<extra></extra>",
+        text: withLabels ? b.labels.map(function (t) { return short(t, chars); }) : undefined,
+        textposition: "bottom center", textfont: { size: 11, color: "#1d2330" },
         marker: { symbol: symbol, size: size, color: b.color, line: line },
         showlegend: false,
       };
     }
+    var foldRing = { width: 2.5, color: FOLD_RING };
     var traces = [
       {
         type: type, mode: "lines", name: "edges", x: ex, y: ey, hoverinfo: "skip",
@@ -416,9 +684,15 @@
         type: type, mode: "lines", name: "shared edges", x: sx, y: sy, hoverinfo: "skip",
         line: { color: SHARED_COLOR, width: 1, dash: "dash" }, showlegend: false,
       },
+      {
+        type: type, mode: "lines", name: "plan path", x: px, y: py, hoverinfo: "skip",
+        line: { color: COLORS.chosen, width: 2.5 }, showlegend: false,
+      },
       nodeTrace("OR nodes", orPlain, "circle", size, { width: 0 }),
       nodeTrace("reused OR nodes", orReused, "circle", size, { width: ring, color: REUSED_RING }),
       nodeTrace("AND nodes", and, "diamond", andSize, { width: 0 }),
+      nodeTrace("folded OR nodes", orFolded, "circle", size + 2, foldRing),
+      nodeTrace("folded AND nodes", andFolded, "diamond", andSize + 2, foldRing),
       {
         type: type, mode: "markers", name: "selected", x: selX, y: selY, hoverinfo: "skip",
         marker: { symbol: "circle-open", size: size + 10, color: SELECT_COLOR, line: { width: size >= 7 ? 3 : 2, color: SELECT_COLOR } },
@@ -448,12 +722,18 @@
     this._attach();
 
     for (var s in this._counts) this._counts[s].textContent = String(counts[s] || 0);
+    // "in the plan": its sub-problems, the header's count; the nodes on its path apart
+    var items = model.computeItems().length;
+    this._counts.chosen.textContent = String(items);
+    this._pathNote.textContent = counts.chosen ? "(" + counts.chosen + " nodes on its path)" : "";
     // "pending" while the run goes, "not explored" once it ended (RunModel)
     this._legendItems.pending.hidden = !!model.ended && !counts.pending;
     this._legendItems.unexplored.hidden = !model.ended && !counts.unexplored;
     this._drawnSize = size;
-    this._stats.textContent = n + " nodes";
+    this._stats.textContent = drawn + " of " + n + " nodes shown";
+    this.drawnNodes = drawn;
     this._empty.style.display = n ? "none" : "";
+    this._lay = lay;
     this._drawnKey = key;
     this._lastDrawAt = Date.now();
     this.draws++;
@@ -468,7 +748,7 @@
     var self = this;
     // zoomed or resized: markers sized for the new spacing
     this.plot.on("plotly_relayout", function () {
-      if (self.markerSize() !== self._drawnSize) {
+      if (self.markerSize() !== self._drawnSize || (self.leafSpacingPx() >= LABEL_PX) !== self.labelsShown) {
         self._drawnKey = null;
         self._schedule();
       }
@@ -478,6 +758,7 @@
       for (var i = 0; i < pts.length; i++) {
         var id = pts[i].customdata;
         if (id == null) continue;
+        self.toggle(id);
         self.select(id);
         if (self.onSelect) self.onSelect(String(id));
         return;

@@ -25,6 +25,7 @@
     });
     var view = new LEGO.TreeView(document.getElementById("tree"), model, {
       minIntervalMs: options && options.minIntervalMs,
+      fold: !!(options && options.fold), // the mechanics tests draw every node; test_browser_readable folds
       onSelect: function (id) {
         T.selected.push(["tree", id]);
         panel.show(id);

@@ -158,6 +158,8 @@ MEDIA_ROOT = VAR_DIR / "media"
 # front of Django (webapp/config/body_limit.py: 413 before the body is read,
 # before authentication); Django's own limits bound the form fields.
 LEGO_MAX_UPLOAD_BYTES = 1_000_000
+# the reference models the upload form offers as examples (../shared/models beside the repository)
+LEGO_EXAMPLES_DIR = Path(env("LEGO_EXAMPLES_DIR", str(BASE_DIR.parent / "shared" / "models")))
 LEGO_MAX_REQUEST_BYTES = int(env("LEGO_MAX_REQUEST_BYTES", str(LEGO_MAX_UPLOAD_BYTES + 1_048_576)))
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2_621_440  # above the request limit: an upload stays in memory
 DATA_UPLOAD_MAX_MEMORY_SIZE = 262_144  # the fields other than files (overrides text, JSON bodies)

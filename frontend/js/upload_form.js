@@ -1,0 +1,112 @@
+/*
+ * The upload form's helpers (runs/new.html), a classic script:
+ * - once a file is chosen, its module-level constants are read on the
+ *   server (from the syntax tree, never run: POST data-constants-url) and
+ *   shown as fields with the file's values; changing one writes
+ *   "name=value" into the overrides box (back to the file's value: the
+ *   line goes away), so the box stays the one thing the form sends;
+ * - "start from an example" loads a reference model into the file input;
+ * - a file kept from a failed try (#kept-constants) shows its fields at once.
+ */
+(function () {
+  "use strict";
+  var form = document.getElementById("run-form");
+  if (!form) return;
+  var fileInput = form.querySelector("input[type=file][name=upload]");
+  var box = form.querySelector("textarea[name=overrides]");
+  var fieldset = document.getElementById("constants");
+  var holder = document.getElementById("constants-fields");
+  var help = document.getElementById("constants-help");
+  var example = document.getElementById("example");
+
+  function text(v) {
+    return typeof v === "boolean" ? (v ? "true" : "false") : String(v);
+  }
+
+  // the overrides box as an ordered list of [name, value]
+  function readBox() {
+    return (box.value || "").split(/[,\n]/).map(function (s) { return s.trim(); }).filter(Boolean).map(function (item) {
+      var at = item.indexOf("=");
+      return at < 0 ? [item, null] : [item.slice(0, at).trim(), item.slice(at + 1).trim()];
+    });
+  }
+
+  function writeBox(name, value, fileValue) {
+    var items = readBox().filter(function (p) { return p[0] !== name; });
+    if (value.trim() !== "" && value.trim() !== fileValue) items.push([name, value.trim()]);
+    box.value = items.map(function (p) { return p[1] == null ? p[0] : p[0] + "=" + p[1]; }).join("\n");
+  }
+
+  function show(constants) {
+    while (holder.firstChild) holder.removeChild(holder.firstChild);
+    var typed = {};
+    readBox().forEach(function (p) { typed[p[0]] = p[1]; });
+    constants.forEach(function (c) {
+      var fileValue = text(c.value);
+      var label = document.createElement("label");
+      label.className = "constant";
+      label.textContent = c.name + " ";
+      var input = document.createElement("input");
+      input.type = "text";
+      input.name = "constant-" + c.name;
+      input.id = "constant-" + c.name;
+      input.dataset.fileValue = fileValue;
+      input.value = typed[c.name] != null ? typed[c.name] : fileValue;
+      input.size = 8;
+      input.addEventListener("input", function () { writeBox(c.name, input.value, fileValue); });
+      label.appendChild(input);
+      var note = document.createElement("small");
+      note.className = "note";
+      note.textContent = " file: " + fileValue;
+      label.appendChild(note);
+      holder.appendChild(label);
+    });
+    help.textContent = constants.length
+      ? "Read from the file, not run. Change a value to override it for this run."
+      : "The file sets no module-level number or true/false constant to change.";
+    fieldset.hidden = false;
+  }
+
+  function readConstants(file) {
+    var data = new FormData();
+    data.append("upload", file);
+    data.append("csrfmiddlewaretoken", form.querySelector("input[name=csrfmiddlewaretoken]").value);
+    help.textContent = "Reading the file\u2026";
+    fieldset.hidden = false;
+    return fetch(form.dataset.constantsUrl, { method: "POST", body: data, credentials: "same-origin" })
+      .then(function (r) { return r.json(); })
+      .then(function (j) {
+        if (j.error) {
+          while (holder.firstChild) holder.removeChild(holder.firstChild);
+          help.textContent = j.error;
+        } else show(j.constants);
+      })
+      .catch(function () { help.textContent = "Could not read the file's constants."; });
+  }
+
+  fileInput.addEventListener("change", function () {
+    var kept = document.getElementById("kept-upload");
+    if (fileInput.files.length) {
+      if (kept) kept.parentNode.removeChild(kept); // a new file replaces the kept one
+      readConstants(fileInput.files[0]);
+    }
+  });
+
+  if (example) {
+    example.addEventListener("change", function () {
+      var name = example.value;
+      if (!name) return;
+      fetch(example.dataset.url.replace("NAME", encodeURIComponent(name)), { credentials: "same-origin" })
+        .then(function (r) { return r.text(); })
+        .then(function (source) {
+          var t = new DataTransfer();
+          t.items.add(new File([source], name, { type: "text/x-python" }));
+          fileInput.files = t.files;
+          fileInput.dispatchEvent(new Event("change"));
+        });
+    });
+  }
+
+  var keptConstants = document.getElementById("kept-constants");
+  if (keptConstants) show(JSON.parse(keptConstants.textContent));
+})();
