@@ -93,7 +93,10 @@ def run_in_child(
     out_read, out_write = os.pipe()
     argv = [sys.executable, "-c", sandbox_child.ENTRY, str(job_read), str(out_write)]
     if jail is not None:
-        command, env = jail.command(argv), None
+        # bwrap itself gets the scrubbed environment too: it stays in the
+        # jail's pid namespace as its pid 1, whose /proc/1/environ the child
+        # can read (with the worker's environment it held the secret key)
+        command, env = jail.command(argv), dict(jail.env)
     else:
         command, env = argv, dict(os.environ, PYTHONPATH=os.pathsep.join([_PACKAGE_PARENT, *filter(None, [os.environ.get("PYTHONPATH")])]))
     try:
