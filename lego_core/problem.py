@@ -204,9 +204,10 @@ def _call_user(path: str, what: str, fn: Callable[[], Any]) -> Any:
             _user_line(exc, path),
             hint="remove the exit call; a problem file only defines Model, get_inputs and get_init_inputs.",
         ) from None
-    except Exception as exc:  # noqa: BLE001 - any failure of user code is the user's to fix
+    except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - any failure of user code is the user's to fix
+        text = one_line(str(exc))  # MemoryError(), KeyboardInterrupt(): no text
         raise ProblemError(
-            f"{type(exc).__name__} while {what}: {one_line(str(exc))}",
+            f"{type(exc).__name__} while {what}" + (f": {text}" if text else ""),
             path,
             _user_line(exc, path),
             hint=FIX_THE_LINE_OR_OVERRIDE,

@@ -326,7 +326,8 @@ def _death_message(exitcode: int | None, jailed: bool) -> str:
         except ValueError:
             name = f"signal {-exitcode}"
         return f"the optimizer process was killed by {name} (out of memory, a resource limit or a crash in native code)."
-    return f"the optimizer process exited with code {exitcode} without a result."
+    return (f"the optimizer process exited with code {exitcode} without a result "
+            "(code it ran, such as the model file, ended it: os._exit, or a closed output).")
 
 
 # used by the candidate executors (lego_core.judge.child), which start below the child
