@@ -76,7 +76,7 @@ CORPUS: list[Hostile] = [
     _steal("read_source_tree", "open({source!r}).read()", ("refused: FileNotFoundError",)),
     _steal("read_other_users_upload", "open({other_upload!r}).read()", ("refused: FileNotFoundError",)),
     _steal("list_other_runs", "[n for n in __import__('os').listdir({runs!r}) if n != __file__.split('/')[-3]] or 1/0",
-           ("refused:",)),
+           ("refused: ZeroDivisionError",)),
     _steal("environment_secrets", "[k + '=' + v for k, v in __import__('os').environ.items() "
            "if any(w in k for w in ('SECRET', 'DATABASE', 'REDIS', 'TOKEN', 'PASSWORD'))] or 1/0",
            ("refused: ZeroDivisionError",)),
@@ -112,14 +112,15 @@ for line in open('/proc/self/mountinfo'):
     Hostile("sigkill_itself", "import os\nimport signal\n\nos.kill(os.getpid(), signal.SIGKILL)\n", ("killed by SIGKILL",)),
     Hostile("segfault", "import ctypes\n\nctypes.string_at(0)\n", ("killed by SIGSEGV", "crash in native code")),
     Hostile("abort", "import os\n\nos.abort()\n", ("killed by SIGABRT",)),
-    Hostile("exit_at_import", "import os\n\nos._exit(3)\n", ("exit code 3",)),
+    Hostile("exit_at_import", "import os\n\nos._exit(3)\n", ("exited with code 3 without a result", "os._exit")),
     Hostile("sys_exit_at_import", "import sys\n\nsys.exit('bye')\n", ("bye",)),
-    Hostile("keyboard_interrupt_at_import", "raise KeyboardInterrupt\n", ("KeyboardInterrupt",)),
-    Hostile("close_every_file_descriptor", "import os\n\nos.closerange(0, 4096)\n" + TAIL, ("optimizer process",)),
+    Hostile("keyboard_interrupt_at_import", "raise KeyboardInterrupt\n", ("keyboard_interrupt_at_import.py:1: KeyboardInterrupt while importing the file.",)),
+    Hostile("close_every_file_descriptor", "import os\n\nos.closerange(0, 4096)\n" + TAIL,
+            ("the optimizer process exited with code 120 without a result",)),  # its pipes closed, the result cannot go out
     Hostile("garbage_on_every_descriptor", "import os\n\nfor fd in range(3, 64):\n    try:\n        os.write(fd, b'\\xff' * 4096)\n    except OSError:\n        pass\n" + TAIL,
-            ("optimizer process",)),
+            ("the optimizer process sent a message over 256 MiB and was stopped.",)),  # 0xff... read as a length
     # --- resources: memory, files, processes, output -----------------------------------
-    Hostile("allocate_past_the_memory_limit", "x = bytearray({memory_bytes} * 2)\n" + TAIL, ("MemoryError",)),
+    Hostile("allocate_past_the_memory_limit", "x = bytearray({memory_bytes} * 2)\n" + TAIL, ("MemoryError while importing the file. Fix: fix the code at that line.",)),
     Hostile("write_past_the_file_size_limit", "import os\n\nwith open(os.path.expanduser('~/big'), 'wb') as f:\n"
             "    for _ in range({file_chunks}):\n        f.write(b'x' * (1 << 20))\n" + TAIL, ("File too large",)),
     # each thread's 8 MiB stack counts toward the data limit; RLIMIT_NPROC holds too, except for a root worker
@@ -127,13 +128,19 @@ for line in open('/proc/self/mountinfo'):
             "    threading.Thread(target=time.sleep, args=(3600,), daemon=True).start()\n" + TAIL, ("can't start new thread",)),
     Hostile("leave_a_process_behind", "import os, time\n\nif os.fork() == 0:\n    os.setsid()\n    time.sleep(3600)\n"
             "raise RuntimeError('left a process behind')\n", ("left a process behind",)),
-    Hostile("a_huge_error_message", "raise ValueError('x' * 50_000_000)\n", ("ValueError", "more characters cut")),
-    Hostile("server_paths_in_the_error", "raise ValueError(__file__ + ' ' + {media!r})\n", ("ValueError", "model.py"), never=("{media}",)),
+    Hostile("print_128_mb", "import sys\n\nfor _ in range(64):\n    sys.stdout.write('y' * (1 << 20))\n    sys.stderr.write('z' * (1 << 20))\n"
+            "raise RuntimeError('printed 128 MB')\n", ("printed 128 MB",)),
+    # lego_core keeps 300 characters of an exception's text (problem.one_line)
+    Hostile("a_huge_error_message", "raise ValueError('x' * 50_000_000)\n",
+            ("a_huge_error_message.py:1: ValueError while importing the file: " + "x" * 299 + "…. Fix: fix the code at that line.",)),
+    # its own path and the media folder above it, as the jail shows them: the page names them relative
+    Hostile("server_paths_in_the_error", "import os\n\nraise ValueError(__file__ + ' ' + os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__)))))\n",
+            ("server_paths_in_the_error.py:3: ValueError while importing the file: server_paths_in_the_error.py var/media.",), never=("{media}",)),
     Hostile("endless_recursion", "def f():\n    return f()\n\n\nf()\n", ("RecursionError",)),
     # --- files that are not a model ----------------------------------------------------
     Hostile("not_python_at_all", "\x7fELF\x02\x01\x01 ) binary junk (\n", ("syntax error",)),
     Hostile("null_bytes", "x = 1\n\x00\x00\n", ("null bytes",)),
-    Hostile("empty_file", "", ("defines no `Model`",)),
-    Hostile("get_inputs_returns_junk", TAIL + "\n\ndef get_inputs():\n    return [object()]\n", ("get_inputs",)),
-    Hostile("forward_returns_none", TAIL.replace("return torch.relu(x) * 2", "return None"), ("forward",)),
+    Hostile("empty_file", "", ("The submitted file is empty.",), state="rejected"),  # by the form: no run
+    Hostile("get_inputs_returns_junk", TAIL + "\n\ndef get_inputs():\n    return [object()]\n", ("TypeError while running Model.forward on get_inputs(): relu(): argument 'input' (position 1) must be Tensor, not object.",)),
+    Hostile("forward_returns_none", TAIL.replace("return torch.relu(x) * 2", "return None"), ("forward_returns_none.py: Model.forward returned NoneType, not a tensor.",)),
 ]

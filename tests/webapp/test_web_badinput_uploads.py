@@ -16,12 +16,15 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import connection
+from django.urls import reverse
 from django.utils.html import escape
 
 from hostile_uploads import CORPUS, SECRET_WORDS, Hostile
@@ -97,8 +100,18 @@ def test_every_hostile_upload_shows_its_message_and_the_same_worker_then_finishe
     for hostile in CORPUS:
         if hostile.jail and not jailed:
             continue  # what it shows is the jail's (docs/SECURITY.md: the fallback does not protect this)
-        before = cache_files(cache)
+        started = time.monotonic()
+        before, logged = cache_files(cache), log.stat().st_size
         client.force_login(user)
+        if hostile.state == "rejected":  # the form refuses it: the page says why and no run is made
+            runs = Run.objects.count()
+            page = client.post(reverse("runs:new"), {"upload": SimpleUploadedFile(f"{hostile.name}.py", hostile.source(paths)),
+                                                     "overrides": "", "dtype": "fp32", "device": "cpu"})
+            assert page.status_code == 200 and Run.objects.count() == runs, hostile.name
+            for words in hostile.says:
+                assert escape(words) in page.content.decode(), (hostile.name, words)
+            checked.append((hostile.name, " ".join(hostile.says)))
+            continue
         run = ended(upload_model(client, f"{hostile.name}.py", hostile.source(paths)), 120)
         message = run.error_message
         assert run.state == hostile.state, (hostile.name, run.state, message)
@@ -113,12 +126,14 @@ def test_every_hostile_upload_shows_its_message_and_the_same_worker_then_finishe
         assert cache_files(cache) == before, f"{hostile.name} changed the kernel cache"
         wait_for(lambda: descendants(proc.pid) <= processes, 15, f"the processes of {hostile.name} to end", log, every_s=0.2)
         assert proc.poll() is None and children(proc.pid) == [pool], f"{hostile.name} took the worker's process down"
+        assert log.stat().st_size - logged < 1 << 20, f"{hostile.name} wrote {log.stat().st_size - logged:,} bytes into the worker's log"
 
+        hostile_s = time.monotonic() - started
         good = good_run(bob)
         assert good.worker == run.worker == first_bob.worker
         made = kernels(good)  # the cache was untouched (above); the download holds nothing planted
         assert made and not any("import os" in source for source in made.values()), f"bob's kernels after {hostile.name}"
-        checked.append((hostile.name, message))
+        checked.append((f"{hostile.name} ({hostile_s:.1f} s + good run {time.monotonic() - started - hostile_s:.1f} s)", message))
 
     assert len(checked) >= (30 if jailed else 15), [name for name, _ in checked]
     print("\n" + "\n".join(f"{name}: {message[:160]}" for name, message in checked))
