@@ -68,6 +68,15 @@ def load_problem(spec: ProblemSpec) -> Problem:
     constant, an exception while building the model or its inputs, an
     unavailable device, and a forward output that is not a single tensor.
     """
+    try:
+        return _load_problem(spec)
+    except ProblemError as exc:
+        if not spec.overrides and exc.hint == FIX_THE_LINE_OR_OVERRIDE:
+            exc.hint = FIX_THE_LINE  # no override to blame
+        raise
+
+
+def _load_problem(spec: ProblemSpec) -> Problem:
     path = str(Path(spec.path).resolve())
     source = _read_source(path)
     module, constants = _import_source(path, source, spec.overrides)
@@ -178,6 +187,10 @@ def _constants(module: types.ModuleType) -> dict:
     return {key: value for key, value in vars(module).items() if not key.startswith("_") and _is_constant(value)}
 
 
+FIX_THE_LINE = "fix the code at that line."
+FIX_THE_LINE_OR_OVERRIDE = "fix the code at that line (an override may have made a size invalid)."
+
+
 def _call_user(path: str, what: str, fn: Callable[[], Any]) -> Any:
     """Run user code; turn any exception into a ProblemError at the user's line."""
     try:
@@ -191,12 +204,13 @@ def _call_user(path: str, what: str, fn: Callable[[], Any]) -> Any:
             _user_line(exc, path),
             hint="remove the exit call; a problem file only defines Model, get_inputs and get_init_inputs.",
         ) from None
-    except Exception as exc:  # noqa: BLE001 - any failure of user code is the user's to fix
+    except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - any failure of user code is the user's to fix
+        text = one_line(str(exc))  # MemoryError(), KeyboardInterrupt(): no text
         raise ProblemError(
-            f"{type(exc).__name__} while {what}: {one_line(str(exc))}",
+            f"{type(exc).__name__} while {what}" + (f": {text}" if text else ""),
             path,
             _user_line(exc, path),
-            hint="fix the code at that line (an override may have made a size invalid).",
+            hint=FIX_THE_LINE_OR_OVERRIDE,
         ) from None
 
 

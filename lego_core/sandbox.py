@@ -20,6 +20,12 @@ number of values and its nesting (a message beyond them is a ChildCrashed):
 the parent never unpickles what a process running uploaded code wrote
 (``sandbox_child``).  Messages of other kinds go to ``handlers`` (the
 kernel cache's writes: ``lego_core.api``).
+
+The child's stdout and stderr are one pipe the parent reads
+(:class:`_OutputRelay`): its first :data:`MAX_OUTPUT_HEAD` bytes go to the
+parent's stderr as they come, then only the last :data:`MAX_OUTPUT_TAIL` are
+kept and written when the child ends, after a line that says how many bytes
+were cut (an upload that printed 128 MB filled the worker's log).
 """
 from __future__ import annotations
 
@@ -29,6 +35,7 @@ import logging
 import os
 import pickle
 import re
+import select
 import signal
 import subprocess
 import sys
@@ -51,6 +58,70 @@ MAX_MESSAGE_VALUES = 1_000_000  # JSON values (numbers, strings, lists, objects.
 MAX_MESSAGE_DEPTH = 100  # lists and objects nested in one another
 _JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')  # a JSON string, escapes included
 _PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)
+MAX_OUTPUT_HEAD = 64 << 10  # bytes of the child's stdout + stderr forwarded as they come
+MAX_OUTPUT_TAIL = 64 << 10  # bytes of the rest kept (its last ones) and forwarded when it ends
+
+
+class _OutputRelay:
+    """Reads the child's stdout + stderr (one pipe, ``fd``) in a thread and
+    forwards it to ``out_fd`` (the parent's stderr), bounded: the first
+    :data:`MAX_OUTPUT_HEAD` bytes as they come, then only the last
+    :data:`MAX_OUTPUT_TAIL`, written by :meth:`close` after a line saying
+    how many bytes between were cut.  ``close`` stops reading once the pipe
+    is empty, even if a process left behind still holds it open."""
+
+    def __init__(self, fd: int, out_fd: int = 2) -> None:
+        self.fd, self.out_fd = fd, out_fd
+        self.forwarded = 0
+        self.tail = bytearray()
+        self.cut = 0
+        self._stop = threading.Event()
+        self._give_up = 0.0
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _write(self, data: bytes) -> None:
+        try:
+            while data:
+                data = data[os.write(self.out_fd, data):]
+        except OSError:
+            pass
+
+    def _read(self) -> None:
+        try:
+            while True:
+                ready, _, _ = select.select([self.fd], [], [], 0.2)
+                if self._stop.is_set() and (not ready or time.monotonic() > self._give_up):
+                    return
+                if not ready:
+                    continue
+                data = os.read(self.fd, 1 << 16)
+                if not data:
+                    return
+                room = max(0, MAX_OUTPUT_HEAD - self.forwarded)
+                if room:
+                    self._write(data[:room])
+                    self.forwarded += min(room, len(data))
+                    data = data[room:]
+                if data:
+                    self.tail += data
+                    if len(self.tail) > MAX_OUTPUT_TAIL:
+                        self.cut += len(self.tail) - MAX_OUTPUT_TAIL
+                        del self.tail[:-MAX_OUTPUT_TAIL]
+        except (OSError, ValueError):
+            return
+
+    def close(self) -> None:
+        """Read what is left (a second at most), write the kept tail, close the pipe."""
+        self._give_up = time.monotonic() + 1
+        self._stop.set()
+        self._thread.join(timeout=2)
+        if self.cut:
+            self._write(f"\n[lego: {self.cut:,} bytes of the optimizer process's output cut here; "
+                        f"its first {self.forwarded:,} and last {len(self.tail):,} are kept]\n".encode())
+        self._write(bytes(self.tail))
+        if not self._thread.is_alive():
+            os.close(self.fd)
 
 
 class ChildCrashed(RuntimeError):
@@ -91,16 +162,26 @@ def run_in_child(
     }
     job_read, job_write = os.pipe()
     out_read, out_write = os.pipe()
+    print_read, print_write = os.pipe()  # the child's stdout and stderr
     argv = [sys.executable, "-c", sandbox_child.ENTRY, str(job_read), str(out_write)]
     if jail is not None:
-        command, env = jail.command(argv), None
+        # bwrap itself gets the scrubbed environment too: it stays in the
+        # jail's pid namespace as its pid 1, whose /proc/1/environ the child
+        # can read (with the worker's environment it held the secret key)
+        command, env = jail.command(argv), dict(jail.env)
     else:
         command, env = argv, dict(os.environ, PYTHONPATH=os.pathsep.join([_PACKAGE_PARENT, *filter(None, [os.environ.get("PYTHONPATH")])]))
     try:
-        child = subprocess.Popen(command, pass_fds=(job_read, out_write), env=env, stdin=subprocess.DEVNULL, close_fds=True)
+        child = subprocess.Popen(command, pass_fds=(job_read, out_write), env=env, stdin=subprocess.DEVNULL,
+                                 stdout=print_write, stderr=print_write, close_fds=True)
+    except BaseException:
+        os.close(print_read)
+        raise
     finally:
         os.close(job_read)
         os.close(out_write)
+        os.close(print_write)
+    printed = _OutputRelay(print_read)
     receiver = Connection(out_read, writable=False)
     writer = threading.Thread(target=_send_job, args=(job_write, pickle.dumps(job)), daemon=True)
     writer.start()  # in a thread: a child that never reads must not block the parent
@@ -115,6 +196,7 @@ def run_in_child(
             pass
         receiver.close()
         writer.join(timeout=1)
+        printed.close()
 
 
 def _send_job(fd: int, data: bytes) -> None:
@@ -244,7 +326,8 @@ def _death_message(exitcode: int | None, jailed: bool) -> str:
         except ValueError:
             name = f"signal {-exitcode}"
         return f"the optimizer process was killed by {name} (out of memory, a resource limit or a crash in native code)."
-    return f"the optimizer process exited with code {exitcode} without a result."
+    return (f"the optimizer process exited with code {exitcode} without a result "
+            "(code it ran, such as the model file, ended it: os._exit, or a closed output).")
 
 
 # used by the candidate executors (lego_core.judge.child), which start below the child

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import time
 
 from lego_core.events import Progress, StageStarted
@@ -169,3 +170,16 @@ def send_raw_message(data, emit):
     sandbox_child._out.send_bytes(data)
     time.sleep(5)  # the parent stops this process; it must not have to wait for it
     return "sent"
+
+
+def print_a_lot(mib, emit):
+    """Writes ``mib`` MiB to stdout and as much to stderr, with markers at the start and the end."""
+    sys.stdout.write("FIRST-LINE\n")
+    sys.stdout.flush()
+    chunk = "y" * (1 << 20)
+    for _ in range(mib):
+        sys.stdout.write(chunk)
+        sys.stderr.write(chunk)
+    sys.stdout.write("\nLAST-LINE\n")
+    sys.stdout.flush()
+    return mib

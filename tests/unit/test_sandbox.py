@@ -222,3 +222,23 @@ def test_sandbox_limits_refuse_nonsense():
 
     with pytest.raises(ValueError, match="memory_mb must be a positive whole number"):
         SandboxLimits(memory_mb=0)
+
+
+def test_the_childs_output_reaches_the_parent_bounded_saying_how_much_was_cut(capfd):
+    # an upload that printed 128 MB filled the worker's log: its first and last
+    # 64 KiB are kept, with a line that says how much was cut between
+    from lego_core import sandbox
+
+    assert run_in_child(targets.print_a_lot, (16,), timeout_s=120) == 16
+    out, err = capfd.readouterr()
+    written = out + err
+    assert len(written) <= sandbox.MAX_OUTPUT_HEAD + sandbox.MAX_OUTPUT_TAIL + 1000
+    assert "FIRST-LINE" in written and written.rstrip().endswith("LAST-LINE")
+    cut = 32 * (1 << 20) + len("FIRST-LINE\n\nLAST-LINE\n") - sandbox.MAX_OUTPUT_HEAD - sandbox.MAX_OUTPUT_TAIL
+    assert f"[lego: {cut:,} bytes of the optimizer process's output cut here" in written
+
+
+def test_a_quiet_childs_output_is_forwarded_whole(capfd):
+    assert run_in_child(targets.print_a_lot, (0,), timeout_s=60) == 0
+    out, err = capfd.readouterr()
+    assert (out + err) == "FIRST-LINE\n\nLAST-LINE\n"

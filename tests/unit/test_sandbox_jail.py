@@ -65,6 +65,21 @@ attempt("settings", lambda: open(SETTINGS).read(200))
 attempt("other_run", lambda: open(OTHER_RUN).read())
 attempt("runs_listing", lambda: os.listdir(os.path.join(MEDIA, "runs")))
 attempt("secret_env", lambda: os.environ["DJANGO_SECRET_KEY"])
+
+def environ_of_every_process():
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            data = open(f"/proc/{pid}/environ", "rb").read()
+        except OSError:
+            continue
+        if b"DJANGO_SECRET_KEY" in data:
+            found.append(data.decode(errors="replace"))
+    if not found:
+        raise LookupError("no process with the secret key in its environment")
+    return found
+
+attempt("process_environ", environ_of_every_process)  # bwrap, pid 1 of the jail, had the worker's
 attempt("cache_append", append_to_cache)
 attempt("cache_plant", lambda: open(os.path.join(CACHE, "ab", "planted.json"), "w").write("{}"))
 attempt("tcp_loopback", lambda: socket.create_connection(("127.0.0.1", TCP_PORT), timeout=3).close())
@@ -174,6 +189,13 @@ def test_an_upload_cannot_read_another_runs_folder_nor_see_it(probe):
 
 def test_an_upload_does_not_get_the_secret_key_from_the_environment(probe):
     _refused(probe["seen"], "secret_env")
+    assert SECRET_KEY not in json.dumps(probe["seen"])
+
+
+def test_an_upload_cannot_read_the_secret_key_from_any_process_environment(probe):
+    """bwrap stays in the jail's pid namespace as pid 1; it used to carry the
+    worker's whole environment, which /proc/1/environ gave the upload."""
+    _refused(probe["seen"], "process_environ")
     assert SECRET_KEY not in json.dumps(probe["seen"])
 
 

@@ -717,3 +717,32 @@ def test_many_files_in_one_request_are_a_json_400(api, good_model, media_root, q
     assert response.status_code == 400
     assert response.json()["detail"] == "The request has more than 4 files. Send the model file alone."
     assert not Run.objects.exists() and upload_files(media_root) == []
+
+
+# --- bounded text: an upload chooses its own error message ---------------------------
+
+
+def test_a_50_mb_error_message_is_stored_and_shown_bounded(user_client, make_run):
+    """An upload raising ``ValueError("x" * 50_000_000)`` put 50 MB in the
+    run's row, its closing event and every viewer's websocket."""
+    from lego_core.events import RunFailed
+    from webapp.runs import execution, text_bounds
+
+    run = make_run()
+    Run.objects.filter(pk=run.pk).update(state=Run.State.RUNNING)
+    run.refresh_from_db()
+    huge = "model.py:1: ValueError while importing the file: " + "x" * 50_000_000
+    recorder = execution.EventRecorder(run)
+    recorder(RunFailed(error_type="ProblemError", message=huge, line=1))
+    recorder.record({"type": "transcript", "node_id": "n", "agent": "a", "role": "assistant", "content": "y" * 3_000_000})
+    execution.fail(run, recorder, huge, 1, error_type="ProblemError")
+    run.refresh_from_db()
+    assert run.state == "failed" and run.error_message.startswith("model.py:1: ValueError")
+    assert len(run.error_message) <= text_bounds.MAX_MESSAGE_CHARS
+    kept = run.error_message.index(" … (")
+    assert run.error_message.endswith(f"({len(huge) - kept:,} more characters cut)") and huge.startswith(run.error_message[:kept])
+    failed, transcript = [e.data for e in run.events.order_by("seq")]
+    assert failed["message"] == run.error_message
+    assert len(transcript["content"]) <= text_bounds.MAX_EVENT_TEXT_CHARS
+    page = user_client.get(reverse("runs:detail", args=[run.id])).content.decode()
+    assert len(page) < 1_000_000 and "more characters cut" in page

@@ -12,6 +12,7 @@ stays as it is.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import math
 import threading
@@ -24,8 +25,9 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from lego_core import ChildCrashed, OptimizeConfig, ProblemError, ProblemSpec, optimize
+from lego_core.config import SandboxLimits
 from lego_core.events import Event, RunFailed
-from webapp.runs import heartbeat, lifecycle, live, server_paths
+from webapp.runs import heartbeat, lifecycle, live, server_paths, text_bounds
 from webapp.runs.fanout import AgentRelay, AgentWorkerMissing
 from webapp.runs.models import Run, RunEvent
 
@@ -82,7 +84,7 @@ class EventRecorder:
             self.saw_failure |= data.get("type") == RunFailed.type
             try:
                 with transaction.atomic():
-                    event = RunEvent.objects.create(run=self.run, seq=seq, type=data["type"], data=server_paths.scrub(jsonable(data), self.run.pk))  # no server paths reach viewers
+                    event = RunEvent.objects.create(run=self.run, seq=seq, type=data["type"], data=server_paths.scrub(text_bounds.bound_strings(jsonable(data)), self.run.pk))  # no server paths reach viewers
             except IntegrityError:
                 # only ``lifecycle.end_run`` writes events beside this recorder,
                 # and only when it ends the run: this one is over
@@ -125,7 +127,8 @@ def claim(run_id: str, worker: str) -> Run | None:
 
 def run_config(owner_id: int | None = None, agent: str = "template") -> OptimizeConfig:
     """The optimizer's knobs for a web run: its time limits (the run's, and
-    loading the file's), how many agents work at once and, with fan-out on,
+    loading the file's), the jailed child's resource limits
+    (``LEGO_RUN_LIMITS``), how many agents work at once and, with fan-out on,
     that they run on the agents queue; ``agent``: the run's choice
     (``template``, ``llm``, ``both``).  Without fan-out an LLM agent runs in
     this worker process (``lego_core.api``'s agent server), with it on the
@@ -140,7 +143,9 @@ def run_config(owner_id: int | None = None, agent: str = "template") -> Optimize
     (an attacker's review of 2026-12-01 planted a kernel file that ran
     code on import through the shared cache)."""
     cache_dir = Path(settings.LEGO_CACHE_DIR)
+    limits = {name: value for name, value in settings.LEGO_RUN_LIMITS.items() if value is not None}
     return OptimizeConfig(
+        limits=dataclasses.replace(SandboxLimits(), **limits),
         timeout_s=settings.LEGO_RUN_TIMEOUT_S,
         load_timeout_s=settings.LEGO_LOAD_TIMEOUT_S,
         agents=settings.LEGO_AGENTS,
@@ -226,8 +231,9 @@ def finish(run: Run, report: dict) -> None:
 def fail(run: Run, recorder: EventRecorder, message: str, line: int | None = None, error_type: str = "") -> None:
     """End the running run as failed with ``message`` (and a ``RunFailed``
     event unless lego_core already sent one); a run that was cancelled or
-    reaped meanwhile stays as it is.  Server paths in ``message`` are made relative."""
-    message = server_paths.scrub(message, run.pk)
+    reaped meanwhile stays as it is.  ``message`` is bounded
+    (``text_bounds``) and its server paths are made relative."""
+    message = server_paths.scrub(text_bounds.bound_text(message, text_bounds.MAX_MESSAGE_CHARS), run.pk)
     lifecycle.end_run(run.pk, Run.State.FAILED, message, error_type, line=line,
                       only_from=(Run.State.RUNNING,), event=not recorder.saw_failure)
     run.refresh_from_db()

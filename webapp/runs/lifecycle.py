@@ -24,7 +24,7 @@ from django.db.models import Max, Q
 from django.utils import timezone
 
 from lego_core.events import RunFailed
-from webapp.runs import live
+from webapp.runs import live, text_bounds
 from webapp.runs.models import Run, RunEvent
 
 log = logging.getLogger(__name__)
@@ -55,13 +55,15 @@ def end_run(
 ) -> bool:
     """End run ``run_id`` as ``state`` (failed or cancelled) with ``message``.
 
-    Stores a ``RunFailed(error_type, message, line)`` event first (unless
+    ``message`` is cut to ``text_bounds.MAX_MESSAGE_CHARS`` (an upload
+    chooses its own error's text).  Stores a ``RunFailed(error_type, message, line)`` event first (unless
     ``event`` is False: the optimizer already sent its own), then sets the
     state, ``error_message``, ``error_line`` and ``finished_at``, then wakes
     the run's viewers.  Nothing happens (returns False) when the run is gone
     or not in ``only_from``, or, with ``stale_before``, when its heartbeat
     is newer than that (it came back to life since the reaper looked).
     """
+    message = text_bounds.bound_text(message, text_bounds.MAX_MESSAGE_CHARS)
     with transaction.atomic():
         run = Run.objects.select_for_update().filter(pk=run_id).first()
         if run is None or run.state not in only_from:

@@ -14,6 +14,12 @@ Environment variables:
 - ``LEGO_LOAD_TIMEOUT_S``: limit on loading the uploaded file (import,
   get_inputs, building the model and running forward once; default 300 s);
   past it the run fails saying so.
+- ``LEGO_RUN_MEMORY_MB``, ``LEGO_RUN_CPU_S``, ``LEGO_RUN_PROCESSES``,
+  ``LEGO_RUN_FILE_MB``: the resource limits of a run's jailed child and of
+  each process it starts (``lego_core.config.SandboxLimits``: data segment,
+  CPU seconds, processes and threads of the user, largest file written);
+  unset means lego_core's defaults (three quarters of the memory, 6 h,
+  4096, 16 GiB).
 - ``LEGO_CELERY_QUEUE``: the queue runs go to (default ``lego``), the GPU
   queue: one worker per GPU, concurrency 1.
 - ``LEGO_AGENT_FANOUT``: send agent calls to Celery workers of the agents
@@ -254,6 +260,13 @@ REST_FRAMEWORK = {
 # --- LEGO ----------------------------------------------------------------------
 LEGO_RUN_TIMEOUT_S = float(env("LEGO_RUN_TIMEOUT_S", "3600"))
 LEGO_LOAD_TIMEOUT_S = float(env("LEGO_LOAD_TIMEOUT_S", "300"))
+# resource limits of a run's jailed child (lego_core.config.SandboxLimits);
+# None leaves lego_core's default
+LEGO_RUN_LIMITS = {
+    name: int(value) if (value := env(variable)) is not None else None
+    for name, variable in (("memory_mb", "LEGO_RUN_MEMORY_MB"), ("cpu_s", "LEGO_RUN_CPU_S"),
+                           ("processes", "LEGO_RUN_PROCESSES"), ("file_mb", "LEGO_RUN_FILE_MB"))
+}
 LEGO_AGENT_FANOUT = env_bool("LEGO_AGENT_FANOUT", True)
 LEGO_AGENTS = int(env("LEGO_AGENTS", "4"))
 LEGO_RUN_MAX_TOKENS = int(env("LEGO_RUN_MAX_TOKENS", "500000")) or None
