@@ -156,9 +156,19 @@ def test_live_tree_reconnect_transcript_chart_share_and_zip(
         "() => [...LEGO.page.model.nodes.values()].some(n => n.kind === 'or' && n.transcript.some(m => m.agent === 'template'))",
         120, "a node with an agent transcript", log,
     )
+    # the tree folds subtrees nobody needs at first sight (deep plan paths too): take such a node
+    # that is drawn, else unfold its ancestors as the search box does (``reveal``, which also
+    # selects it: the selection is cleared so that the click below is what selects it)
     node_id, label = page.evaluate(
-        "() => { const n = [...LEGO.page.model.nodes.values()].find(n => n.kind === 'or' && n.transcript.some(m => m.agent === 'template')); return [n.id, n.label]; }"
+        """() => { const plot = document.querySelector('#tree-view .js-plotly-plot');
+           const drawn = new Set(plot.data.flatMap(t => t.customdata || []));
+           const worked = [...LEGO.page.model.nodes.values()].filter(n => n.kind === 'or' && n.transcript.some(m => m.agent === 'template'));
+           const n = worked.find(n => drawn.has(n.id)) || worked[0];
+           if (!drawn.has(n.id)) { LEGO.page.tree.reveal(n.id); LEGO.page.tree.selected = null; LEGO.page.tree.redraw(); }
+           return [n.id, n.label]; }"""
     )
+    wait_js(page, f"() => document.querySelector('#tree-view .js-plotly-plot').data.some(t => (t.customdata || []).includes({node_id!r}))",
+            10, "the node drawn", log)
     # zoom in on it (as a user would, with the mouse wheel or a box), then click it
     here = page.evaluate(NODE_PIXEL, node_id)
     assert here, f"node {node_id} is not in the tree plot"
@@ -168,6 +178,7 @@ def test_live_tree_reconnect_transcript_chart_share_and_zip(
         [here["dx"], here["dy"]],
     )
     zoomed = page.evaluate("() => document.querySelector('#tree-view .js-plotly-plot').layout.xaxis.range.slice()")
+    page.locator("#tree-view").scroll_into_view_if_needed()  # the time view comes first on the page now
     here = page.evaluate(NODE_PIXEL, node_id)
     page.mouse.click(here["x"], here["y"])
     panel = page.locator("#node-panel")
