@@ -25,7 +25,8 @@ read from its report.json:
 - ``eager``/``plan``/``compile``: norm-relative errors against the fp64 run
   (``end_to_end.errors_vs_fp64``, docs/REPORT.md); compile is measured on a
   GPU only.
-- ``search s``: the optimizer process's wall time.
+- ``search s``: the optimizer process's wall time (load, capture, search,
+  compose, judge; ``tree_search_s`` in the JSON: the tree search alone).
 
 Prints one table per dtype and writes ``<date>-<gpu>-breadth-<dtype>.json``
 (``rows`` with the fields above and more) under bench/results on a GPU,
@@ -95,7 +96,8 @@ def row_from_run(entry: gm.Entry, dtype: str, search: dict, report: dict | None,
     errors = e2e.get("errors_vs_fp64") or {}
     row.update(captured=True, verified=bool(e2e.get("passed")), dropped=summary.get("dropped_by_judge"),
                triton=summary.get("triton"), library=summary.get("library"), launch=summary.get("launch"),
-               criterion=e2e.get("criterion"), reason=e2e.get("reason"), errors_vs_fp64=errors)  # fmt: skip
+               criterion=e2e.get("criterion"), reason=e2e.get("reason"), errors_vs_fp64=errors,
+               tree_search_s=(report.get("metrics") or {}).get("search_time_s"))  # fmt: skip
     row["dropped_kernels"] = [f"{d.get('label') or d.get('node_id')}: {d.get('reason', '')}" for d in e2e.get("dropped") or []]
     for who in ("eager", "plan", "compile"):
         row[f"{who}_err"] = (errors.get(who) or {}).get("norm_rel")
