@@ -33,6 +33,11 @@ class Model(nn.Module):
             nn.Dropout(), nn.Linear(d_classifier, d_classifier), nn.ReLU(inplace=True),
             nn.Linear(d_classifier, num_classes),
         )
+        for m in self.modules():  # He initialisation (fan-in, so depthwise convs too): a signal that survives the depth
+            if isinstance(m, (nn.Conv2d, nn.ConvTranspose2d)):
+                nn.init.kaiming_normal_(m.weight, mode="fan_in", nonlinearity="relu")
+                if m.bias is not None:
+                    nn.init.zeros_(m.bias)
         self.eval()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

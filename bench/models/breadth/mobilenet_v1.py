@@ -31,6 +31,11 @@ class Model(nn.Module):
                 (8 * w, 16 * w, 2), (16 * w, 16 * w, 1), (16 * w, 16 * w, 1), (16 * w, 32 * w, 2)]
         self.features = nn.Sequential(conv_bn(in_channels, w, 2), *[conv_dw(a, b, s) for a, b, s in plan])
         self.fc = nn.Linear(32 * w, num_classes)
+        for m in self.modules():  # He initialisation (fan-in, so depthwise convs too): a signal that survives the depth
+            if isinstance(m, (nn.Conv2d, nn.ConvTranspose2d)):
+                nn.init.kaiming_normal_(m.weight, mode="fan_in", nonlinearity="relu")
+                if m.bias is not None:
+                    nn.init.zeros_(m.bias)
         self.eval()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

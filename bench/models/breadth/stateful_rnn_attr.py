@@ -19,7 +19,7 @@ class Model(nn.Module):
         self.hidden = torch.zeros(batch_size, d_hidden)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        self.hidden = torch.tanh(self.ih(x) + self.hh(self.hidden))
+        self.hidden = torch.tanh(self.ih(x) + self.hh(self.hidden.to(x.dtype)))  # .to: model.to(dtype) skips plain attributes
         return self.hidden
 
 

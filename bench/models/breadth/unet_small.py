@@ -41,6 +41,11 @@ class Model(nn.Module):
         self.up2 = Up(4 * w, 2 * w)
         self.up3 = Up(2 * w, w)
         self.outc = nn.Conv2d(w, out_channels, 1)
+        for m in self.modules():  # He initialisation (fan-in, so depthwise convs too): a signal that survives the depth
+            if isinstance(m, (nn.Conv2d, nn.ConvTranspose2d)):
+                nn.init.kaiming_normal_(m.weight, mode="fan_in", nonlinearity="relu")
+                if m.bias is not None:
+                    nn.init.zeros_(m.bias)
         self.eval()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
