@@ -1,6 +1,6 @@
 # The one build for LEGO.  `make run` serves the web app, `make test` runs
-# every test; `make demo`, `make bench`, `make bench-search` and
-# `make bench-gpu` are extras.
+# every test; `make demo`, `make bench`, `make bench-search`,
+# `make bench-gpu` and `make bench-breadth` are extras.
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
@@ -14,7 +14,7 @@ INTERPRET := $(if $(HAS_GPU),,TRITON_INTERPRET=1)
 DEMO_MODEL ?= ../shared/models/mlp_residual.py
 DEMO_SET ?= batch_size=8 d_model=48 d_hidden=96
 
-.PHONY: install sandbox browser run test demo bench bench-search bench-gpu screenshots clean
+.PHONY: install sandbox browser run test demo bench bench-search bench-gpu bench-breadth screenshots clean
 
 install: $(STAMP) sandbox
 
@@ -84,6 +84,15 @@ bench-search: $(STAMP)
 # BENCH_ARGS="--gpus 0,1 --dtypes bf16 --models gpt_stack,lstm2 --skip-search".
 bench-gpu: $(STAMP)
 	$(PY) bench/gpu_models.py $(BENCH_ARGS)
+
+# Does a run end with a usable result on common models?  Every model in
+# bench/models/breadth (20+ families: VGG to Llama, RNN cells, U-Net, Mamba,
+# NetVLAD, Swin), fp32 and bf16, each optimized in its own process: captured?,
+# verified against fp64?, kernels dropped by the judge, eager / plan /
+# torch.compile errors against fp64, search time.  File sizes on a GPU (JSON
+# under bench/results/), tiny sizes without one (JSON under build/).
+bench-breadth: $(STAMP)
+	$(INTERPRET) $(PY) bench/breadth_models.py $(if $(HAS_GPU),--device cuda,--device cpu --tiny) $(BENCH_ARGS)
 
 # PNGs of the product for people who do not run a browser: the run page
 # mid-run and finished and the shared page, from the live browser test

@@ -120,7 +120,8 @@ def _child_env(device: str = "cuda") -> dict:
     return env
 
 
-def run_search(entry: Entry, dtype: str, device: str, out_root: Path, timeout_s: float, extra: list[str], grace_s: float = SEARCH_GRACE_S) -> dict:
+def run_search(entry: Entry, dtype: str, device: str, out_root: Path, timeout_s: float, extra: list[str], grace_s: float = SEARCH_GRACE_S,
+               compile_too: bool = False) -> dict:
     """Run the optimizer on one model in its own process (``python -m lego_core optimize``).
 
     Returns and stores beside the folder (``<folder>.search.json``):
@@ -128,10 +129,13 @@ def run_search(entry: Entry, dtype: str, device: str, out_root: Path, timeout_s:
     timeout), ``search_error`` (the last lines of its output when it failed).
     Its full output goes to ``<folder>.search.log``.  The optimizer gets
     ``--timeout timeout_s``; its process group is killed ``grace_s`` later.
+    ``compile_too``: let it measure torch.compile too (``--no-compile``
+    otherwise: bench-gpu times torch.compile itself).
     """
     folder = out_folder(out_root, entry, dtype, device)
     folder.parent.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "lego_core", "optimize", entry.path, "--dtype", dtype, "--device", device, "--out", str(folder), "--no-compile"]
+    cmd = [sys.executable, "-m", "lego_core", "optimize", entry.path, "--dtype", dtype, "--device", device, "--out", str(folder)]
+    cmd += [] if compile_too else ["--no-compile"]
     cmd += ["--timeout", str(timeout_s)]  # the optimizer stops itself; the process group is killed only past a grace period
     cmd += [arg for k, v in entry.overrides.items() for arg in ("--set", f"{k}={v}")] + list(extra)
     log = folder.with_name(folder.name + ".search.log")
@@ -543,10 +547,10 @@ def result_document(rows: list[dict], dtype: str, meta: dict, device: str, date:
     }
 
 
-def result_path(results_dir: Path, doc: dict) -> Path:
-    """``<results_dir>/<date>-<gpu slug>-<dtype>.json``."""
+def result_path(results_dir: Path, doc: dict, bench: str = "") -> Path:
+    """``<results_dir>/<date>-<gpu slug>-<dtype>.json`` (``<date>-<gpu slug>-<bench>-<dtype>.json`` for another bench's JSON)."""
     slug = re.sub(r"[^a-z0-9]+", "-", str(doc.get("gpu") or "unknown").lower()).strip("-")
-    return Path(results_dir) / f"{doc['date']}-{slug}-{doc['dtype']}.json"
+    return Path(results_dir) / f"{doc['date']}-{slug}-{bench + '-' if bench else ''}{doc['dtype']}.json"
 
 
 def sidebyside_command(rows: list[dict], entries: list[Entry], dtype: str) -> str:

@@ -1,0 +1,84 @@
+"""bench/breadth_models.py without running the optimizer: every breadth model
+loads with the project's loader at its tiny sizes and runs eagerly (one
+tensor out, finite, deterministic), tiny.json names only existing files and
+constants, and rows are read from a report.json or a refusal and printed."""
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from lego_core.problem import ProblemSpec, load_problem
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+sys.path.insert(0, str(BENCH))
+
+import breadth_models as bm  # noqa: E402
+
+TINY = json.loads((bm.BREADTH_DIR / "tiny.json").read_text())
+FILES = sorted(p.name for p in bm.BREADTH_DIR.glob("*.py"))
+
+
+def test_at_least_twenty_models_each_with_tiny_sizes_and_a_docstring():
+    assert len(FILES) >= 20 and sorted(TINY) == FILES
+    for name in FILES:
+        source = (bm.BREADTH_DIR / name).read_text()
+        assert source.startswith('"""') and "class Model(nn.Module)" in source, name
+    assert set(bm.EXPECTED_REFUSALS) <= {Path(f).stem for f in FILES}
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_model_loads_at_tiny_sizes_and_runs_eagerly(name):
+    problem = load_problem(ProblemSpec(str(bm.BREADTH_DIR / name), TINY[name]))
+    assert {k: problem.constants[k] for k in TINY[name]} == TINY[name]  # tiny.json names only the file's constants
+    assert all(not m.training for m in problem.model.modules())
+    inputs = problem.make_inputs(3)
+    with torch.no_grad():
+        first = problem.model(*inputs)
+        second = problem.model(*inputs)
+    assert isinstance(first, torch.Tensor) and torch.isfinite(first).all()
+    if Path(name).stem not in bm.EXPECTED_REFUSALS:  # the stateful cell's output depends on its stored state
+        assert torch.equal(first, second)
+
+
+def test_select_models_reads_tiny_sizes_and_names_unknown_models():
+    entries = bm.select_models(["gpt_block.py", "unet_small"], tiny=True)
+    assert [e.name for e in entries] == ["gpt_block", "unet_small"] and entries[0].overrides == TINY["gpt_block.py"]
+    assert bm.select_models(None, tiny=False)[0].overrides == {}
+    with pytest.raises(SystemExit, match="no model nope"):
+        bm.select_models(["nope"], tiny=True)
+
+
+REPORT = {
+    "end_to_end": {"passed": True, "reason": "against fp64: ...", "criterion": "error against fp64 at most 2x eager's",
+                   "errors_vs_fp64": {"eager": {"norm_rel": 1.2e-7}, "plan": {"norm_rel": 2.5e-7}, "compile": {"norm_rel": 3.0e-7}},
+                   "dropped": [{"node_id": "or12", "label": "softmax", "kernel": "k.py", "reason": "plan failed the judge"}]},
+    "summary": {"triton": 5, "library": 7, "dropped_by_judge": 1, "launch": "plan"},
+}  # fmt: skip
+
+
+def test_rows_from_a_report_and_from_refusals_and_the_table():
+    entry, stateful = bm.select_models(["gpt_block", "stateful_rnn_attr"], tiny=True)
+    row = bm.row_from_run(entry, "fp32", {"search_s": 12.3, "search_rc": 0}, REPORT, "")
+    assert row["captured"] and row["verified"] and row["ok"] and row["dropped"] == 1
+    assert (row["eager_err"], row["plan_err"], row["compile_err"]) == (1.2e-7, 2.5e-7, 3.0e-7)
+    log = "loading ...\nerror: stateful_rnn_attr.py: Model.forward stores a new tensor in self.hidden\non every call (a plain tensor attribute)\n"
+    refused = bm.row_from_run(stateful, "fp32", {"search_s": 4.0, "search_rc": 1}, None, log)
+    assert refused["captured"] is False and refused["ok"] and "stores a new tensor in self.hidden on every call" in refused["error"]
+    failed = bm.row_from_run(entry, "fp32", {"search_s": 300.0, "search_rc": None, "search_error": "search timed out after 300 s"}, None, "")
+    assert failed["captured"] is None and not failed["ok"] and "timed out" in failed["error"]
+
+    table = bm.format_table([row, refused, failed], "fp32", {"gpu": "cpu", "torch": "2.x", "triton": "3.x"})
+    lines = table.splitlines()
+    assert "captured" in lines[1] and "compile err" in lines[1]
+    gpt = next(line for line in lines if line.startswith("gpt_block"))
+    assert gpt.split()[1:4] == ["yes", "yes", "1"] and "2.5e-07" in gpt and "5/7" in gpt and gpt.endswith("yes")
+    assert any(line.strip().startswith("dropped: softmax: plan failed the judge") for line in lines)
+    assert any(line.strip().startswith("refused (expected): stateful_rnn_attr.py") for line in lines)
+    assert any("n/a" in line and line.startswith("gpt_block") and line.split()[1] == "n/a" for line in lines)
+    assert lines[-1] == "as expected 2/3 (verified plans 1, expected refusals 1)"
+
+    doc = bm.result_document([row, refused], "fp32", {"gpu": "NVIDIA H200"}, "cuda", date="2026-12-01")
+    assert bm.gm.result_path(Path("r"), doc, bench="breadth") == Path("r/2026-12-01-nvidia-h200-breadth-fp32.json")
+    assert doc["as_expected"] == 2 and doc["models"] == 2
