@@ -188,6 +188,8 @@ def _constants(module: types.ModuleType) -> dict:
 
 
 FIX_THE_LINE = "fix the code at that line."
+NO_KERNEL_FOR_DTYPE = ("PyTorch itself has no kernel for this op at this dtype on this device (eager fails too): "
+                       "choose another dtype (--dtype, or the form's dtype), or run on a GPU (--device cuda).")
 FIX_THE_LINE_OR_OVERRIDE = "fix the code at that line (an override may have made a size invalid)."
 
 
@@ -210,8 +212,17 @@ def _call_user(path: str, what: str, fn: Callable[[], Any]) -> Any:
             f"{type(exc).__name__} while {what}" + (f": {text}" if text else ""),
             path,
             _user_line(exc, path),
-            hint=FIX_THE_LINE_OR_OVERRIDE,
+            hint=NO_KERNEL_FOR_DTYPE if _no_kernel_for_dtype(exc) else FIX_THE_LINE_OR_OVERRIDE,
         ) from None
+
+
+def _no_kernel_for_dtype(exc: BaseException) -> bool:
+    """Whether ``exc`` is PyTorch saying an op has no kernel for a dtype (or
+    backend): ``"avg_pool3d_out_frame" not implemented for 'BFloat16'``,
+    ``Could not run 'aten::...' with arguments from the 'CPU' backend``."""
+    text = str(exc)
+    return isinstance(exc, (NotImplementedError, RuntimeError)) and (
+        " not implemented for '" in text or ("Could not run 'aten::" in text and "backend" in text))
 
 
 def one_line(text: str, limit: int = 300) -> str:

@@ -514,6 +514,43 @@ def test_exception_in_forward_names_the_line(tmp_path):
     assert "while running Model.forward on get_inputs()" in err.message
 
 
+@pytest.mark.parametrize("op, dtype", [
+    ("torch.nn.functional.avg_pool3d(x.reshape(1, 1, 3, 2, 2), 2, 1)", "bf16"),  # no bf16 kernel on the CPU (LocalResponseNorm calls it)
+    ("torch.nn.functional.local_response_norm(x.reshape(1, 3, 2, 2), 2)", "bf16"),
+])
+def test_an_op_without_a_kernel_at_the_dtype_says_to_choose_another_dtype(tmp_path, op, dtype):
+    """Found by the breadth bench: an AlexNet-style model in bf16 on the CPU
+    failed in PyTorch's own avg_pool3d, and the fix line blamed the code."""
+    probe = torch.randn(1, 1, 3, 2, 2, dtype=torch.bfloat16)
+    try:
+        torch.nn.functional.avg_pool3d(probe, 2, 1)
+        pytest.skip("this torch has a bf16 avg_pool3d on the CPU")
+    except (NotImplementedError, RuntimeError):
+        pass
+    source = textwrap.dedent(f"""\
+        import torch
+        import torch.nn as nn
+
+
+        class Model(nn.Module):
+            def forward(self, x):
+                return {op}
+    """) + TAIL
+    err = load_error(tmp_path, "nokernel.py", source, dtype=dtype)
+    assert "not implemented for 'BFloat16'" in err.message
+    assert err.hint.startswith("PyTorch itself has no kernel for this op at this dtype") and "--dtype" in err.hint
+    ok = load_error(tmp_path, "fwd2.py", textwrap.dedent("""\
+        import torch
+        import torch.nn as nn
+
+
+        class Model(nn.Module):
+            def forward(self, x):
+                return x @ torch.ones(5, 5)
+    """) + TAIL)
+    assert "PyTorch itself" not in ok.hint  # a plain bug in the file keeps the usual fix line
+
+
 def test_get_inputs_not_returning_a_list(tmp_path):
     source = IDENTITY_MODEL + "\ndef get_inputs():\n    return torch.randn(2)\n\ndef get_init_inputs():\n    return []\n"
     err = load_error(tmp_path, "notlist.py", source)
