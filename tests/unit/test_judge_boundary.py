@@ -105,6 +105,7 @@ BAD_LAUNCH = {
     "sigkill": "import os, signal\n    os.kill(os.getpid(), signal.SIGKILL)",
     "raise": "raise ValueError('boom from the candidate')",
     "sleep": "import time\n    time.sleep(3600)",
+    "segfault": "import ctypes\n    ctypes.string_at(0)",  # a real SIGSEGV: a read of address 0
 }
 
 # appended to an honest kernel: on import, sabotage every *other* kernel's block size
@@ -266,8 +267,10 @@ def test_without_the_tamper_check_patches_made_at_call_time_change_nothing_that_
         ("sigkill", "the executor process died during launch (killed by SIGKILL)"),
         ("raise", "candidate raised ValueError: boom from the candidate"),
         ("sleep", "no answer within 3 s during launch (the per-call limit)"),
+        ("segfault", "the executor process died during launch (killed by SIGSEGV)"),
     ],
 )
+@pytest.mark.faults
 def test_a_candidate_that_dies_raises_or_hangs_fails_and_the_run_goes_on(tmp_path, past_the_static_check, kind, expected):
     search, events = make_search(tmp_path, HostileAgent(lambda honest: with_bad_launch(honest, kind)))
     search.call_timeout_s = 3.0
@@ -283,6 +286,7 @@ def test_a_candidate_that_dies_raises_or_hangs_fails_and_the_run_goes_on(tmp_pat
     assert candidate_modules() == []
 
 
+@pytest.mark.faults
 def test_a_kernel_file_that_hangs_on_import_is_stopped(tmp_path, past_the_static_check):
     search, events = make_search(tmp_path, HostileAgent(lambda honest: "import time\ntime.sleep(3600)\n" + honest))
     search.call_timeout_s = 3.0
