@@ -871,6 +871,7 @@ def _check_one_call(run: Candidate, inputs: Sequence[Tensor], expected: list[Ten
     try:
         given_inputs = buffers.fill(inputs) if refill or buffers.tensors is None else list(buffers.tensors)
         returned, summary = _call(run, given_inputs, out, rules.trace)
+        del given_inputs  # a fresh copy of the inputs must not stay alive while the outputs are judged (the memory bound)
         _synchronize(expected)
     except Exception as exc:  # a bad candidate is a result, not an error
         return Comparison(False, math.inf, math.inf, f"candidate raised {_describe_exception(exc)}")

@@ -168,6 +168,9 @@ def test_a_missing_agents_worker_stops_the_run_with_its_message(make_run, fake_o
     class Relay:  # an AgentRelay whose CeleryCalls found no agents worker
         missing = AgentWorkerMissing(message)
 
+        def __init__(self, **run):  # run_id, on_event, max_tokens: the run's, as execution passes them
+            assert {"run_id", "on_event", "max_tokens"} <= set(run), run
+
         def __enter__(self):
             return self
 
