@@ -180,6 +180,13 @@ def run_optimize(args: argparse.Namespace, console: Console) -> int:
     except ProblemError as exc:
         console.print(f"[red]error:[/red] {exc}")
         return 1
+    if args.agent in ("llm", "both"):
+        from lego_core.agents.llm.settings import endpoint_missing
+
+        missing = endpoint_missing()
+        if missing:
+            console.print(f"[red]error:[/red] --agent {args.agent}: {missing}. Fix: set one, or use --agent template.")
+            return 1
     out = Path(args.out or Path("lego_out") / Path(args.model).stem)
     if out.exists() and not out.is_dir():
         console.print(f"[red]error:[/red] --out {out}: this is a file, not a folder. Fix: name a new or existing folder.")

@@ -325,3 +325,19 @@ def test_progress_view_follows_stage_events():
     assert task.completed == 3
     view(RunFinished(out_dir="/tmp/x", summary={}))
     assert task.description == "done"
+
+
+def test_an_llm_agent_without_an_endpoint_is_refused_before_the_run(tmp_path, monkeypatch, capsys):
+    """``--agent llm`` with neither LEGO_LLM_BASE_URL nor an API key would call
+    api.openai.com with no key and retry for seconds: refused at once."""
+    from lego_core.cli import main as cli_main
+
+    for name in ("LEGO_LLM_BASE_URL", "LEGO_LLM_API_KEY", "OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    model = tmp_path / "m.py"
+    model.write_text("x = 1\n")
+    for agent in ("llm", "both"):
+        assert cli_main(["optimize", str(model), "--agent", agent, "--out", str(tmp_path / "out")]) == 1
+        said = capsys.readouterr().out
+        assert "no LLM endpoint is configured" in said and "--agent template" in said
+    assert not (tmp_path / "out").exists()

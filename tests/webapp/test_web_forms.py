@@ -59,8 +59,9 @@ def test_unknown_dtype_is_refused():
     assert "dtype" in form.errors
 
 
-def test_the_agent_choice_defaults_to_template_and_rejects_unknown_names():
+def test_the_agent_choice_defaults_to_template_and_rejects_unknown_names(monkeypatch):
     """Issue 12: the upload form's agent choice (template, llm, both)."""
+    monkeypatch.setenv("LEGO_LLM_BASE_URL", "http://127.0.0.1:9/v1")
     from django.core.files.uploadedfile import SimpleUploadedFile
 
     from webapp.runs.forms import RunForm
@@ -73,3 +74,28 @@ def test_the_agent_choice_defaults_to_template_and_rejects_unknown_names():
         checked = form(given)
         assert checked.is_valid() and checked.cleaned_data["agent"] == agent
     assert not form("gpt").is_valid()
+
+
+def test_an_llm_agent_is_refused_while_the_server_has_no_endpoint(monkeypatch):
+    """A new user chose the LLM agent on a server with no endpoint: the run
+    retried api.openai.com without a key and ended on the library plan,
+    saying why only inside each node's events.  The form (and so the API)
+    says it before any run is made; the template agent is still taken."""
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from webapp.runs.forms import RunForm
+
+    for name in ("LEGO_LLM_BASE_URL", "LEGO_LLM_API_KEY", "OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+
+    def form(agent):
+        return RunForm({"overrides": "", "dtype": "fp32", "device": "cpu", "agent": agent},
+                       {"upload": SimpleUploadedFile("m.py", b"x = 1\n")})
+
+    for agent in ("llm", "both"):
+        refused = form(agent)
+        assert not refused.is_valid()
+        assert "no LLM endpoint configured" in refused.errors["agent"][0] and "template" in refused.errors["agent"][0]
+    assert form("template").is_valid()
+    monkeypatch.setenv("LEGO_LLM_API_KEY", "sk-test")
+    assert form("llm").is_valid()

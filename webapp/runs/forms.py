@@ -39,7 +39,18 @@ class RunForm(forms.ModelForm):
     )
 
     def clean_agent(self) -> str:
-        return self.cleaned_data.get("agent") or "template"
+        """The agent choice; an LLM is refused while the server has no
+        endpoint (its run would only retry a default endpoint and end on
+        the library plan)."""
+        from lego_core.agents.llm.settings import endpoint_missing
+
+        agent = self.cleaned_data.get("agent") or "template"
+        missing = endpoint_missing() if agent in ("llm", "both") else None
+        if missing:
+            raise forms.ValidationError(
+                "This server has no LLM endpoint configured (its operator sets LEGO_LLM_BASE_URL or LEGO_LLM_API_KEY "
+                "where the agents worker starts; README, LLM agents). Choose the template agent.")
+        return agent
 
     class Meta:
         model = Run

@@ -90,6 +90,19 @@ class LLMSettings:
         return (prompt_tokens * self.price_prompt + completion_tokens * self.price_completion) / 1e6
 
 
+def endpoint_missing(env: Mapping[str, str] | None = None) -> str | None:
+    """Why no LLM endpoint is configured in ``env`` (default: this process's
+    environment), or None when one is: ``LEGO_LLM_BASE_URL`` (a local vLLM,
+    Ollama or llama.cpp server) or an API key (``LEGO_LLM_API_KEY``,
+    ``OPENAI_API_KEY``) is set.  Without either the agent would call
+    api.openai.com with no key and give up after its retries."""
+    env = os.environ if env is None else env
+    if env.get(f"{PREFIX}BASE_URL") or env.get(f"{PREFIX}API_KEY") or env.get("OPENAI_API_KEY"):
+        return None
+    return ("no LLM endpoint is configured: set LEGO_LLM_BASE_URL (a local vLLM, Ollama or llama.cpp server) "
+            "or LEGO_LLM_API_KEY (OpenAI) where the agents run (README, LLM agents)")
+
+
 def _convert(field: dataclasses.Field, raw: object):
     kind = field.type if isinstance(field.type, str) else field.type.__name__
     try:
