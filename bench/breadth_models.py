@@ -35,6 +35,7 @@ build/bench-breadth/results on a CPU.
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import datetime
 import json
 import re
@@ -145,7 +146,8 @@ def format_table(rows: list[dict], dtype: str, meta: dict) -> str:
     against fp64), under it the refusal or failure and the dropped kernels,
     then how many ended as expected."""
     lines = [f"LEGO breadth bench, {dtype}, {meta.get('gpu', '?')} (torch {meta.get('torch', '?')}, triton {meta.get('triton', '?')}); "
-             "errors: norm-relative against the fp64 run"]  # fmt: skip
+             "errors: norm-relative against the fp64 run"
+             + (f"; {meta['jobs']} optimizer runs at once, whole bench {meta.get('wall_s', '?')} s" if meta.get("jobs", 1) > 1 else "")]  # fmt: skip
     head = " ".join(f"{t:<{w}}" if k == 0 else f"{t:>{w}}" for k, (t, w, _, _) in enumerate(COLUMNS))
     lines += [head, "-" * len(head)]
     for row in rows:
@@ -166,6 +168,7 @@ def result_document(rows: list[dict], dtype: str, meta: dict, device: str, date:
     """The JSON of one dtype: ``gpu``, ``torch``, ``triton``, ``date``, ``dtype``, ``device``, ``rows``."""
     return {"gpu": meta.get("gpu"), "torch": meta.get("torch"), "triton": meta.get("triton"), "bench": "breadth",
             "date": date or datetime.date.today().isoformat(), "dtype": dtype, "device": device,
+            "jobs": meta.get("jobs", 1), "bench_wall_s": meta.get("wall_s"),
             "as_expected": sum(1 for r in rows if r.get("ok")), "models": len(rows), "rows": rows}  # fmt: skip
 
 
@@ -178,6 +181,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--out-dir", type=Path, default=ROOT / "build" / "bench-breadth", help="optimizer output folders, one per model/dtype")
     parser.add_argument("--results-dir", type=Path, default=None, help="where the JSON goes (default bench/results on cuda, build/bench-breadth/results on cpu)")
     parser.add_argument("--timeout", type=float, default=None, help="seconds per model search (default 1800 on cuda, 300 on cpu)")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="optimizer runs at once (all dtypes share the pool; on one GPU each timing inside a search holds it alone, "
+                             "lego_core.gpu_lock); the search s column is then wall time under that load")
     parser.add_argument("--search-arg", action="append", default=[],
                         help=f"extra optimizer option (repeatable), e.g. --search-arg=--max-search-time=600 (cpu default --max-search-time {CPU_SEARCH_S:g})")
     return parser
@@ -189,6 +195,8 @@ def parse_args(argv: list[str] | None = None):
     bad = [d for d in args.dtypes if d not in gm.DEFAULT_TOL]
     if bad:
         raise SystemExit(f"unknown dtype {', '.join(bad)}: use fp32, bf16, fp16")
+    if args.jobs < 1:
+        raise SystemExit(f"--jobs {args.jobs}: give 1 or more optimizer runs at once")
     args.timeout = args.timeout or (1800.0 if args.device == "cuda" else 300.0)
     if args.device == "cpu" and not any(a.startswith("--max-search-time") for a in args.search_arg):
         args.search_arg.append(f"--max-search-time={CPU_SEARCH_S:g}")
@@ -198,18 +206,32 @@ def parse_args(argv: list[str] | None = None):
     return args
 
 
+def run_all(entries: list[gm.Entry], args) -> dict[str, list[dict]]:
+    """Every (dtype, model) optimizer run, ``args.jobs`` at a time (each in
+    its own process; threads only wait on them); rows per dtype in
+    ``entries`` order.  A progress line is printed as each run ends."""
+    tasks = [(dtype, entry) for dtype in args.dtypes for entry in entries]
+    done: dict[tuple[str, str], dict] = {}
+    with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        futures = {pool.submit(bench_model, entry, dtype, args): (dtype, entry) for dtype, entry in tasks}
+        for future in concurrent.futures.as_completed(futures):
+            dtype, entry = futures[future]
+            r = done[dtype, entry.name] = future.result()
+            print(f"[{time.strftime('%H:%M:%S')}] {entry.name} {dtype}: captured {r['captured']}, verified {r['verified']}, "
+                  f"{r['search_s']} s" + (f" ({r['error'][:120]})" if r.get("error") else ""), flush=True)  # fmt: skip
+    return {dtype: [done[dtype, e.name] for e in entries] for dtype in args.dtypes}
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     entries = select_models(args.models.split(",") if args.models else None, args.tiny)
     args.results_dir.mkdir(parents=True, exist_ok=True)
     meta = gm.machine_info(args.device)
-    for dtype in args.dtypes:
-        rows = []
-        for entry in entries:
-            rows.append(bench_model(entry, dtype, args))
-            r = rows[-1]
-            print(f"[{time.strftime('%H:%M:%S')}] {entry.name} {dtype}: captured {r['captured']}, verified {r['verified']}, "
-                  f"{r['search_s']} s" + (f" ({r['error'][:120]})" if r.get("error") else ""), flush=True)  # fmt: skip
+    meta["jobs"] = args.jobs
+    started = time.monotonic()
+    by_dtype = run_all(entries, args)
+    meta["wall_s"] = round(time.monotonic() - started, 1)
+    for dtype, rows in by_dtype.items():
         doc = result_document(rows, dtype, meta, args.device)
         path = gm.result_path(args.results_dir, doc, bench="breadth")
         path.write_text(json.dumps(doc, indent=2, default=str) + "\n")

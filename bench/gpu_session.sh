@@ -17,8 +17,14 @@
 # the device call's carry; the job then finds them there (LEGO_MODELS_DIR).
 # Settings: LANES (default 0,0,0,0,0,0), DTYPES ("bf16 fp32"), MODELS (all),
 # MAX_SEARCH_S (45), REP (50), SEARCH_BUDGET_S (450 per dtype).
+#
+# JOB=breadth runs instead the GPU-marked tests (TRITON_INTERPRET=0, beside
+# the first searches) and `bench/breadth_models.py` over every dtype in
+# $DTYPES at once, $JOBS (default 10) optimizer runs at a time, each capped
+# at $MAX_SEARCH_S of tree search and $MODEL_TIMEOUT_S (600) in all.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+GPU_TESTS="tests/hacks/test_hacks.py tests/unit/test_gemm_epilogue.py tests/unit/test_judge_boundary.py tests/unit/test_launch.py tests/unit/test_launch_nhwc.py tests/unit/test_timing.py"
 WORK=${GPU_SESSION_DIR:-/root/lego-gpu-session}
 LOG=$WORK/log
 case "${1:-}" in
@@ -34,6 +40,15 @@ cd "$WORK/tree"
 ${LEGO_MODELS_DIR:+export LEGO_MODELS_DIR=$LEGO_MODELS_DIR}
 export PYTHONUNBUFFERED=1 TRITON_INTERPRET=0
 nvidia-smi --query-gpu=name,memory.used,memory.total,utilization.gpu --format=csv >"$LOG/gpu.txt" 2>&1
+if [ "${JOB:-models}" = breadth ]; then
+  (python3 -m pytest -o addopts= -p no:cacheprovider -q -m gpu $GPU_TESTS >"$LOG/gpu-tests.txt" 2>&1; echo "rc \$?" >>"$LOG/gpu-tests.txt") &
+  start=\$(date +%s)
+  python3 bench/breadth_models.py --device cuda --dtypes $(echo ${DTYPES:-fp32 bf16} | tr ' ' ,) --jobs ${JOBS:-10} \
+    ${MODELS:+--models $MODELS} --timeout ${MODEL_TIMEOUT_S:-600} --search-arg=--max-search-time=${MAX_SEARCH_S:-45} \
+    --out-dir "$WORK/out" --results-dir "$WORK/results" >"$LOG/bench-breadth.txt" 2>&1
+  echo "rc \$? wall \$(( \$(date +%s) - start )) s" >>"$LOG/bench-breadth.txt"
+  wait; echo done >"$LOG/DONE"; exit 0
+fi
 (python3 bench/gpu_checks/check_hacks.py >"$LOG/hacks.txt" 2>&1; echo "rc \$?" >>"$LOG/hacks.txt") &
 for dtype in ${DTYPES:-bf16 fp32}; do
   start=\$(date +%s)
@@ -52,7 +67,8 @@ EOF
 wait)
   limit=${2:-500}; t0=$(date +%s)
   while [ ! -e "$LOG/DONE" ] && [ $(( $(date +%s) - t0 )) -lt "$limit" ]; do sleep 10; done
-  for f in "$LOG"/bench-*.txt; do [ -e "$f" ] && { echo "== $f"; grep -E '^\[|rc |geomean|written' "$f" | tail -40; }; done
+  [ -e "$LOG/gpu-tests.txt" ] && { echo "== gpu tests"; tail -5 "$LOG/gpu-tests.txt"; }
+  for f in "$LOG"/bench-*.txt; do [ -e "$f" ] && { echo "== $f"; grep -E '^\[|rc |geomean|written|as expected' "$f" | tail -40; }; done
   [ -e "$LOG/DONE" ] && echo "JOB DONE" || echo "JOB RUNNING"
   ;;
 collect)

@@ -82,3 +82,34 @@ def test_rows_from_a_report_and_from_refusals_and_the_table():
     doc = bm.result_document([row, refused], "fp32", {"gpu": "NVIDIA H200"}, "cuda", date="2026-12-01")
     assert bm.gm.result_path(Path("r"), doc, bench="breadth") == Path("r/2026-12-01-nvidia-h200-breadth-fp32.json")
     assert doc["as_expected"] == 2 and doc["models"] == 2
+
+
+def test_runs_at_once_keep_rows_in_model_order_per_dtype(monkeypatch, capsys):
+    """--jobs N: runs end in any order; each dtype's rows still follow the models' order."""
+    import threading
+    import time
+
+    entries = bm.select_models(["gpt_block", "unet_small", "vgg_style"], tiny=True)
+    delay = {"gpt_block": 0.2, "unet_small": 0.0, "vgg_style": 0.1}
+    running, most = [0], [0]
+    lock = threading.Lock()
+
+    def fake_bench_model(entry, dtype, args):
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        time.sleep(delay[entry.name])
+        with lock:
+            running[0] -= 1
+        return {"model": entry.name, "dtype": dtype, "captured": True, "verified": True, "search_s": 1.0}
+
+    monkeypatch.setattr(bm, "bench_model", fake_bench_model)
+    args = bm.parse_args(["--device", "cpu", "--tiny", "--dtypes", "fp32,bf16", "--jobs", "3"])
+    by_dtype = bm.run_all(entries, args)
+    assert list(by_dtype) == ["fp32", "bf16"]
+    assert all([r["model"] for r in rows] == ["gpt_block", "unet_small", "vgg_style"] for rows in by_dtype.values())
+    assert all(r["dtype"] == d for d, rows in by_dtype.items() for r in rows)
+    assert most[0] == 3  # three at once, not one after another
+    assert capsys.readouterr().out.count("captured True, verified True") == 6
+    with pytest.raises(SystemExit, match="--jobs 0"):
+        bm.parse_args(["--jobs", "0"])
