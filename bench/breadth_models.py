@@ -52,7 +52,10 @@ import gpu_models as gm  # noqa: E402  (bench/ is the script's folder)
 ROOT = gm.ROOT
 BREADTH_DIR = BENCH / "models" / "breadth"
 # model -> a phrase its refusal must contain (LEGO refuses these on purpose)
-EXPECTED_REFUSALS = {"stateful_rnn_attr": "stores a new tensor in self.hidden on every call"}
+EXPECTED_REFUSALS = {
+    "stateful_rnn_attr": "stores a new tensor in self.hidden on every call",
+    "stateful_running_stats": "writes into buffer 'running_mean', buffer 'running_var', buffer 'calls'",
+}
 CPU_SEARCH_S = 15.0  # --max-search-time per model on a CPU unless --search-arg sets one
 
 
@@ -102,8 +105,9 @@ def row_from_run(entry: gm.Entry, dtype: str, search: dict, report: dict | None,
     row["dropped_kernels"] = [f"{d.get('label') or d.get('node_id')}: {d.get('reason', '')}" for d in e2e.get("dropped") or []]
     for who in ("eager", "plan", "compile"):
         row[f"{who}_err"] = (errors.get(who) or {}).get("norm_rel")
-    if errors.get("compile_error"):
-        row["compile_err_message"] = errors["compile_error"]
+    compile_error = e2e.get("compile_error") or errors.get("compile_error")  # torch.compile itself failed on the model
+    if compile_error:
+        row["compile_err_message"] = " ".join(str(compile_error).split())
     row["ok"] = row["verified"] and not expected
     if expected:
         row["error"] = f"expected a refusal containing {expected!r}; it was optimized"
@@ -158,6 +162,8 @@ def format_table(rows: list[dict], dtype: str, meta: dict) -> str:
             lines.append(f"    {prefix}: {row['error'][:300]}")
         for dropped in row.get("dropped_kernels") or []:
             lines.append(f"    dropped: {dropped[:200]}")
+        if row.get("compile_err_message"):
+            lines.append(f"    torch.compile failed: {row['compile_err_message'][:200]}")
     ok = sum(1 for r in rows if r.get("ok"))
     delivered = sum(1 for r in rows if r.get("verified"))
     lines.append(f"as expected {ok}/{len(rows)} (verified plans {delivered}, expected refusals {sum(1 for r in rows if r.get('expected_refusal'))})")

@@ -18,13 +18,13 @@
 # Settings: LANES (default 0,0,0,0,0,0), DTYPES ("bf16 fp32"), MODELS (all),
 # MAX_SEARCH_S (45), REP (50), SEARCH_BUDGET_S (450 per dtype).
 #
-# JOB=breadth runs instead the GPU-marked tests (TRITON_INTERPRET=0, beside
-# the first searches) and `bench/breadth_models.py` over every dtype in
+# JOB=breadth runs instead the GPU-marked tests (TRITON_INTERPRET=0; first,
+# alone: some of them time kernels) and then `bench/breadth_models.py` over every dtype in
 # $DTYPES at once, $JOBS (default 10) optimizer runs at a time, each capped
 # at $MAX_SEARCH_S of tree search and $MODEL_TIMEOUT_S (600) in all.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-GPU_TESTS="tests/hacks/test_hacks.py tests/unit/test_gemm_epilogue.py tests/unit/test_judge_boundary.py tests/unit/test_launch.py tests/unit/test_launch_nhwc.py tests/unit/test_timing.py"
+GPU_TESTS="tests/hacks/test_hacks.py tests/unit/test_gemm_epilogue.py tests/unit/test_judge_boundary.py tests/unit/test_launch.py tests/unit/test_launch_nhwc.py tests/unit/test_timing.py tests/unit/test_capture_errors.py"
 WORK=${GPU_SESSION_DIR:-/root/lego-gpu-session}
 LOG=$WORK/log
 case "${1:-}" in
@@ -41,7 +41,7 @@ ${LEGO_MODELS_DIR:+export LEGO_MODELS_DIR=$LEGO_MODELS_DIR}
 export PYTHONUNBUFFERED=1 TRITON_INTERPRET=0
 nvidia-smi --query-gpu=name,memory.used,memory.total,utilization.gpu --format=csv >"$LOG/gpu.txt" 2>&1
 if [ "${JOB:-models}" = breadth ]; then
-  (python3 -m pytest -o addopts= -p no:cacheprovider -q -m gpu $GPU_TESTS >"$LOG/gpu-tests.txt" 2>&1; echo "rc \$?" >>"$LOG/gpu-tests.txt") &
+  timeout 420 python3 -m pytest -o addopts= -p no:cacheprovider -q -m gpu $GPU_TESTS >"$LOG/gpu-tests.txt" 2>&1; echo "rc \$?" >>"$LOG/gpu-tests.txt"
   start=\$(date +%s)
   python3 bench/breadth_models.py --device cuda --dtypes $(echo ${DTYPES:-fp32 bf16} | tr ' ' ,) --jobs ${JOBS:-10} \
     ${MODELS:+--models $MODELS} --timeout ${MODEL_TIMEOUT_S:-600} --search-arg=--max-search-time=${MAX_SEARCH_S:-45} \

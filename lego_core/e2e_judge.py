@@ -111,7 +111,11 @@ def float64_copy(model: torch.nn.Module, device: str | torch.device) -> torch.nn
     """A deep copy of ``model`` in float64 on ``device`` (the truth's model); ``model`` is untouched."""
     import copy
 
-    return copy.deepcopy(model).to(device=device, dtype=torch.float64)
+    from lego_core.problem import move_plain_tensor_attributes
+
+    truth = copy.deepcopy(model).to(device=device, dtype=torch.float64)
+    move_plain_tensor_attributes(truth, device, torch.float64)  # Module.to leaves plain tensor attributes (a mask) as they were
+    return truth
 
 
 def to_float64(value, device: str | torch.device | None = None):

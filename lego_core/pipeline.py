@@ -139,6 +139,7 @@ def _run(spec: ProblemSpec, target: Path, out: Path, config: OptimizeConfig, emi
     timing = e2e.time_models(out, problem, config) if spec.device == "cuda" and config.timing == "auto" else None
     report = build_report(problem, tree, result, check, timing, kernel_files, started, _versions(), launch, delivered.dropped)
     report["memory"] = memory_report(meter, emit, tree.root.id)
+    report["moved_attributes"] = problem.moved_attributes  # plain tensor attributes the loader moved to the device
     report["layout"] = layout_report  # setting, channels_last used, fallback reason if any
     report["run_id"] = run_id
     report["verification"] = seeds_record(config)  # the seeds, secret while the run checked candidates

@@ -34,7 +34,9 @@ class Problem:
     ``spec.torch_dtype``; ``make_inputs(seed)`` returns fresh example inputs
     drawn under ``torch.manual_seed(seed)`` (floating tensors cast to the
     dtype, all moved to the device); ``constants`` holds the module-level
-    constants after overrides.
+    constants after overrides; ``moved_attributes`` names the plain tensor
+    attributes (``self.mask = torch.tril(...)``, neither parameter nor
+    buffer) that loading moved to the device (:func:`move_plain_tensor_attributes`).
     """
 
     spec: ProblemSpec
@@ -43,6 +45,7 @@ class Problem:
     init_inputs: list
     constants: dict
     source: str
+    moved_attributes: list[str] = dataclasses.field(default_factory=list)
 
     def make_inputs(self, seed: int) -> list:
         torch.manual_seed(seed)
@@ -95,9 +98,37 @@ def _load_problem(spec: ProblemSpec) -> Problem:
     torch.manual_seed(0)
     model = _call_user(path, "Model(*get_init_inputs())", lambda: module.Model(*init_inputs))
     model = model.to(device=spec.device, dtype=spec.torch_dtype).eval()
-    problem = Problem(dataclasses.replace(spec, path=path), module, model, init_inputs, constants, source)
+    moved = move_plain_tensor_attributes(model, spec.device)
+    problem = Problem(dataclasses.replace(spec, path=path), module, model, init_inputs, constants, source, moved)
     _check_forward(problem)
     return problem
+
+
+def move_plain_tensor_attributes(model: torch.nn.Module, device: str | torch.device, dtype: torch.dtype | None = None) -> list[str]:
+    """Move the plain tensor attributes of ``model`` and its submodules to
+    ``device`` (floating ones also to ``dtype`` when given), in place.
+
+    ``Module.to`` moves parameters and buffers only: a tensor stored as a
+    plain attribute (``self.mask = torch.tril(torch.ones(n, n))``, a
+    ``self.hidden`` initial state) stays on the CPU, and the model, run on a
+    GPU, fails with "Expected all tensors to be on the same device" although
+    the user asked for that device.  LEGO runs the model where the user
+    asked; the dtype stays the user's own unless ``dtype`` is given (the
+    float64 truth of ``lego_core.e2e_judge`` casts them too).  Returns the
+    dotted names of the attributes changed ("hidden", "blocks.0.mask")."""
+    device = torch.device(device)
+    changed = []
+    for prefix, module in model.named_modules():
+        owned = set(module._parameters) | set(module._buffers)
+        for name, value in list(vars(module).items()):
+            if name in owned or not isinstance(value, torch.Tensor) or isinstance(value, torch.nn.Parameter):
+                continue
+            cast = dtype if dtype is not None and value.is_floating_point() else value.dtype
+            if value.device.type == device.type and (device.index is None or value.device == device) and value.dtype == cast:
+                continue
+            setattr(module, name, value.to(device=device, dtype=cast))
+            changed.append(f"{prefix}.{name}" if prefix else name)
+    return changed
 
 
 def _read_source(path: str) -> str:

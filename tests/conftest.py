@@ -1,13 +1,28 @@
 """Fixtures shared by every test package: the reference models in ../shared."""
+import importlib.util
 import json
+import os
 from pathlib import Path
 
 import pytest
 
-from webapp.config.settings.test_session import own_test_session_names
-
 REPO = Path(__file__).resolve().parents[1]
-SHARED_MODELS = REPO.parent / "shared" / "models"
+
+
+def _load_test_session():
+    """webapp/config/settings/test_session.py by its path: importing it as
+    ``webapp.config...`` runs ``webapp/config/__init__.py``, which imports
+    Celery, and the GPU machine (``pytest -m gpu``) has no Celery or Django."""
+    spec = importlib.util.spec_from_file_location("lego_test_session", REPO / "webapp" / "config" / "settings" / "test_session.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+own_test_session_names = _load_test_session().own_test_session_names
+# ../shared/models as laid out in CI; $LEGO_MODELS_DIR where they were carried
+# elsewhere (the GPU machine: bench/gpu_session.sh), as the benches read it
+SHARED_MODELS = Path(os.environ.get("LEGO_MODELS_DIR") or REPO.parent / "shared" / "models")
 
 # A fresh kernel cache per test session (worker and child processes inherit
 # it): tests never read ~/.cache, and a test that counts agent calls is not
@@ -18,7 +33,7 @@ own_test_session_names()  # under pytest-xdist: per worker process
 
 @pytest.fixture(scope="session")
 def shared_models() -> Path:
-    """``../shared/models`` beside the repository (as laid out in CI)."""
+    """``../shared/models`` beside the repository (as laid out in CI), or ``$LEGO_MODELS_DIR``."""
     if not SHARED_MODELS.is_dir():
         pytest.skip(f"reference models not found at {SHARED_MODELS}")
     return SHARED_MODELS

@@ -79,6 +79,12 @@ def test_rows_from_a_report_and_from_refusals_and_the_table():
     assert any("n/a" in line and line.startswith("gpt_block") and line.split()[1] == "n/a" for line in lines)
     assert lines[-1] == "as expected 2/3 (verified plans 1, expected refusals 1)"
 
+    broken = dict(REPORT, end_to_end=dict(REPORT["end_to_end"], errors_vs_fp64={"eager": {"norm_rel": 1e-7}, "plan": {"norm_rel": 1e-7}, "compile": None},
+                                          compile_error="InductorError: TypeError: list indices\n must be integers"))  # fmt: skip
+    no_compile = bm.row_from_run(entry, "fp32", {"search_s": 1.0, "search_rc": 0}, broken, "")
+    assert no_compile["ok"] and no_compile["compile_err"] is None
+    assert "    torch.compile failed: InductorError: TypeError: list indices must be integers" in bm.format_table([no_compile], "fp32", {}).splitlines()
+
     doc = bm.result_document([row, refused], "fp32", {"gpu": "NVIDIA H200"}, "cuda", date="2026-12-01")
     assert bm.gm.result_path(Path("r"), doc, bench="breadth") == Path("r/2026-12-01-nvidia-h200-breadth-fp32.json")
     assert doc["as_expected"] == 2 and doc["models"] == 2

@@ -7,8 +7,11 @@ Before this change every capture failure said "Fix: ... no data-dependent
 Python control flow", and an RNN cell that reassigns ``self.hidden`` was
 captured with its first hidden state frozen as a constant.
 """
+import json
+
 import pytest
 import torch
+import torch.nn as nn
 
 from faithful_support import fresh_pair, load_optimized, optimize_api, write_model
 from lego_core.capture import capture_graph
@@ -18,6 +21,7 @@ from lego_core.spec import ProblemError
 
 HEAD = '''
 import torch
+import torch.nn as nn
 import torch.nn as nn
 
 batch_size = 2
@@ -170,3 +174,69 @@ def test_a_stateful_rnn_cell_is_refused_naming_the_attribute_and_its_fix_matches
             x = torch.randn(2, 4)
             h_eager, h_new = model(x, h_eager), new(x, h_new)
             torch.testing.assert_close(h_new, h_eager, atol=1e-5, rtol=1e-5)
+
+
+MASKED = HEAD + '''
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(width, width)
+        self.mask = torch.tril(torch.ones(width, width))  # a plain tensor attribute, not a buffer
+
+    def forward(self, x):
+        return self.proj(x) @ self.mask
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.Sequential(Block(), Block())
+        self.offset = torch.arange(width)  # an integer one
+
+    def forward(self, x):
+        return self.blocks(x) + self.offset
+'''
+
+
+def test_plain_tensor_attributes_follow_the_model_to_its_device_and_keep_their_dtype():
+    """Module.to moves parameters and buffers only: the loader moves the rest
+    (here from the meta device to the CPU, as it moves them from the CPU to a GPU)."""
+    from lego_core.problem import move_plain_tensor_attributes
+
+    class Holder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(2, 2)
+            self.register_buffer("kept", torch.zeros(2))
+            self.mask = torch.ones(3)
+            self.steps = torch.arange(3)
+            self.inner = nn.Module()
+            self.inner.table = torch.zeros(2, dtype=torch.float16)
+
+    holder = Holder()
+    assert move_plain_tensor_attributes(holder, "cpu") == []  # already there
+    assert sorted(move_plain_tensor_attributes(holder, "cpu", torch.float64)) == ["inner.table", "mask"]  # the fp64 truth
+    assert holder.mask.dtype == holder.inner.table.dtype == torch.float64 and holder.steps.dtype == torch.int64
+    holder = Holder().to("meta")  # the meta device stands for a GPU here: Module.to leaves the plain attributes behind
+    assert holder.lin.weight.device.type == "meta" and holder.mask.device.type == "cpu"
+    assert sorted(move_plain_tensor_attributes(holder, "meta")) == ["inner.table", "mask", "steps"]
+    assert all(t.device.type == "meta" for t in (holder.mask, holder.steps, holder.inner.table, holder.kept))
+    assert holder.inner.table.dtype == torch.float16 and holder.mask.dtype == torch.float32  # dtypes stay the model's
+    assert isinstance(holder.lin.weight, nn.Parameter) and set(dict(holder.named_buffers())) == {"kept"}
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_a_model_with_plain_tensor_attributes_is_optimized_and_a_stateful_one_refused_by_name(tmp_path):
+    path = write_model(tmp_path, "masked", MASKED)
+    from lego_core.api import optimize
+    from lego_core.config import OptimizeConfig
+
+    problem = load_problem(ProblemSpec(str(path), {}, device="cuda"))
+    assert sorted(problem.moved_attributes) == ["blocks.0.mask", "blocks.1.mask", "offset"]
+    report = optimize(ProblemSpec(str(path), {}, device="cuda"), str(tmp_path / "out"), OptimizeConfig(cache=False, mutation=False))
+    assert report["end_to_end"]["passed"] and sorted(report["moved_attributes"]) == ["blocks.0.mask", "blocks.1.mask", "offset"]
+
+    stateful = write_model(tmp_path, "rnn_cell", RNN_CELL)  # not a device error: the refusal that names the attribute
+    with pytest.raises(ProblemError) as caught:
+        capture_graph(load_problem(ProblemSpec(str(stateful), {}, device="cuda")))
+    assert caught.value.kind == "stateful forward" and "self.hidden" in caught.value.message
