@@ -41,7 +41,7 @@ ${LEGO_MODELS_DIR:+export LEGO_MODELS_DIR=$LEGO_MODELS_DIR}
 export PYTHONUNBUFFERED=1 TRITON_INTERPRET=0
 nvidia-smi --query-gpu=name,memory.used,memory.total,utilization.gpu --format=csv >"$LOG/gpu.txt" 2>&1
 if [ "${JOB:-models}" = breadth ]; then
-  timeout 420 python3 -m pytest -o addopts= -p no:cacheprovider -q -m gpu $GPU_TESTS >"$LOG/gpu-tests.txt" 2>&1; echo "rc \$?" >>"$LOG/gpu-tests.txt"
+  timeout 420 python3 -m pytest -o addopts= -p no:cacheprovider -q -rs -m gpu $GPU_TESTS >"$LOG/gpu-tests.txt" 2>&1; echo "rc \$?" >>"$LOG/gpu-tests.txt"
   start=\$(date +%s)
   python3 bench/breadth_models.py --device cuda --dtypes $(echo ${DTYPES:-fp32 bf16} | tr ' ' ,) --jobs ${JOBS:-10} \
     ${MODELS:+--models $MODELS} --timeout ${MODEL_TIMEOUT_S:-600} --search-arg=--max-search-time=${MAX_SEARCH_S:-45} \
