@@ -67,7 +67,10 @@ class Graph:
     ``ep`` is the ExportedProgram; ``fx_graph`` its graph (placeholders for
     parameters, buffers, constants and user inputs, in that order);
     ``compute_nodes`` the ``call_function`` nodes in topological order;
-    ``output_nodes`` the values the model returns.
+    ``output_nodes`` the values the model returns, flattened (one for a
+    tensor; a tuple, list or dict of tensors, nested too, gives its leaves
+    in ``torch.utils._pytree`` order); ``out_spec`` the pytree TreeSpec that
+    puts them back into the structure forward returns (a leaf for a tensor).
     """
 
     def __init__(self, ep: ExportedProgram):
@@ -77,6 +80,7 @@ class Graph:
         self.compute_nodes: list[fx.Node] = [n for n in ep.graph.nodes if n.op == "call_function"]
         out = next(n for n in ep.graph.nodes if n.op == "output")
         self.output_nodes: list[fx.Node] = [a for a in torch.utils._pytree.tree_leaves(out.args[0]) if isinstance(a, fx.Node)]
+        self.out_spec = ep.call_spec.out_spec  # None in no torch we support; a leaf spec for a single tensor
         self.sources: dict[str, PlaceholderSource] = {}
         user_index = 0
         for spec in ep.graph_signature.input_specs:

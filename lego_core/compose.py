@@ -207,6 +207,7 @@ def model_source(graph: Graph, items: list[OrNode], problem, run_id: str, kernel
     parts.append(f"\n# what the plan was made for: (\"tensor\", shape, dtype, strides) or (\"value\", the Python value)\nINPUTS = {inputs_decl!r}\n")
     eager_strides = (layout or {}).get("output_strides")
     parts.append(f"# the strides of eager's output when the model was optimized (None: not one tensor)\nEAGER_OUTPUT_STRIDES = {tuple(eager_strides) if eager_strides is not None else None!r}\n")
+    parts.append(f"# the structure forward returns its tensors in (torch.utils._pytree; None: one tensor)\nOUTPUT_SPEC = {output_spec_text(graph)!r}\n")
     parts.append("# plain attributes of the model's modules when it was captured (module path, name, value): torch.export baked them in\n"
                  f"BAKED_ATTRIBUTES = {baked_attributes(problem.model)!r}\n")
     parts.append(f"PLAN_DEVICE = {spec.device!r}\n")
@@ -291,6 +292,15 @@ def _forward_body(graph: Graph, items: list[OrNode]) -> tuple[list[str], list[st
 def _in_graph_order(nodes: list, order: dict) -> list:
     """A fused item's nodes come from several leaves: emit them in graph order."""
     return sorted(nodes, key=lambda n: order[n.name])
+
+
+def output_spec_text(graph: Graph) -> str | None:
+    """The pytree spec of forward's output as ``treespec_dumps`` text (JSON),
+    or None when forward returns one tensor (the plan returns it as is)."""
+    spec = getattr(graph, "out_spec", None)
+    if spec is None or spec.num_leaves == 1 and spec.type is None:
+        return None
+    return torch.utils._pytree.treespec_dumps(spec)
 
 
 def output_layout(graph: Graph, eager_strides: tuple | None) -> tuple | None:
@@ -406,7 +416,9 @@ def _model_class(graph: Graph, user_inputs: list[fx.Node], is_tensor: list[bool]
     lines += [f"        {line}" for line in body]
     out = graph.output_nodes
     strides = output_layout(graph, layout.get("output_strides"))
-    if strides is not None:
+    if output_spec_text(graph) is not None:  # a tuple, list or dict of tensors, as forward returns them
+        lines.append(f"        return lego_runtime.unflatten_output(({''.join(n.name + ', ' for n in out)}), OUTPUT_SPEC)")
+    elif strides is not None:
         lines.append(f"        return lego_runtime.with_strides({out[0].name}, {strides!r})  # the layout eager returns")
     else:
         lines.append(f"        return {out[0].name}")

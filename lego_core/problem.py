@@ -69,7 +69,7 @@ def load_problem(spec: ProblemSpec) -> Problem:
     file, a syntax error, an exception at import, a missing ``Model`` /
     ``get_inputs`` / ``get_init_inputs``, an override naming no module-level
     constant, an exception while building the model or its inputs, an
-    unavailable device, and a forward output that is not a single tensor.
+    unavailable device, and a forward output that is not a tensor or a (nested) tuple, list or dict of tensors.
     """
     try:
         return _load_problem(spec)
@@ -273,16 +273,31 @@ def _as_list(value: Any, path: str, what: str) -> list:
     raise ProblemError(f"{what} returned {type(value).__name__}, not a list.", path, hint=f"make {what} return a list.")
 
 
+OUTPUT_HINT = ("return a tensor, or a tuple, list or dict of tensors (nested ones too: an RNN's out, (h, c)); "
+               "compute other values (counts, strings, None) outside forward.")
+
+
+def _check_output_structure(out: Any, path: str) -> None:
+    """ProblemError unless ``out`` (not a tensor) is a tuple, list or dict of
+    tensors, nested or not, holding at least one tensor and nothing else."""
+    kind = type(out).__name__
+    if not isinstance(out, (tuple, list, dict)):
+        raise ProblemError(f"Model.forward returned {kind}, not a tensor (nor a tuple, list or dict of tensors).", path, hint=OUTPUT_HINT)
+    leaves = torch.utils._pytree.tree_leaves(out)
+    others = sorted({type(leaf).__name__ for leaf in leaves if not isinstance(leaf, torch.Tensor)})
+    if others:
+        raise ProblemError(f"Model.forward returned a {kind} holding {', '.join(others)}: LEGO optimizes a forward that returns "
+                           "tensors only.", path, hint=OUTPUT_HINT)
+    if not leaves:
+        raise ProblemError(f"Model.forward returned an empty {kind}: there is no tensor to optimize.", path, hint=OUTPUT_HINT)
+
+
 def _check_forward(problem: Problem) -> None:
     inputs = problem.make_inputs(seed=0)
     with torch.no_grad():
         out = _call_user(problem.spec.path, "running Model.forward on get_inputs()", lambda: problem.model(*inputs))
     if not isinstance(out, torch.Tensor):
-        raise ProblemError(
-            f"Model.forward returned {type(out).__name__}, not a tensor.",
-            problem.spec.path,
-            hint="return a single torch.Tensor from forward (LEGO optimizes single-output models).",
-        )
+        _check_output_structure(out, problem.spec.path)
     for k, x in enumerate(inputs):
         if isinstance(x, torch.Tensor) and x.numel() == 0:
             raise ProblemError(

@@ -17,6 +17,7 @@ cannot reach (:func:`owned`).
 """
 from __future__ import annotations
 
+import collections
 import io
 import math
 import pickle
@@ -154,6 +155,8 @@ def encode(value: Any, out: list | None, depth: int = 0) -> tuple:
         return ("value", value)
     if isinstance(value, (list, tuple)) and depth < MAX_DEPTH and len(value) <= MAX_ITEMS:
         return ("list" if isinstance(value, list) else "tuple", [encode(v, out, depth + 1) for v in value])
+    if type(value) in (dict, collections.OrderedDict) and depth < MAX_DEPTH and len(value) <= MAX_ITEMS and all(type(k) in (str, int) for k in value):
+        return ("dict", [(k, encode(v, out, depth + 1)) for k, v in value.items()])  # a model's named outputs
     return ("other", type(value).__name__)
 
 
@@ -172,6 +175,13 @@ def decode(tree: Any, out: list | None, depth: int = 0) -> Any:
     if tag in ("list", "tuple") and isinstance(item, list) and len(item) <= MAX_ITEMS:
         items = [decode(v, out, depth + 1) for v in item]
         return items if tag == "list" else tuple(items)
+    if tag == "dict" and isinstance(item, list) and len(item) <= MAX_ITEMS:
+        pairs = {}
+        for pair in item:
+            if not (isinstance(pair, tuple) and len(pair) == 2 and type(pair[0]) in (str, int)):
+                raise BadReply("the executor's reply has a malformed dict entry")
+            pairs[pair[0]] = decode(pair[1], out, depth + 1)
+        return pairs
     if tag == "other" and isinstance(item, str):
         return Unsendable(item[:100])
     raise BadReply(f"the executor's reply has an unexpected item {tag!r}")

@@ -261,6 +261,19 @@ def to_channels_last(x):
     return x
 
 
+_OUTPUT_SPECS = {}
+
+
+def unflatten_output(leaves, spec_text):
+    """The plan's output tensors ``leaves`` (pytree order) in the structure
+    forward returns (``spec_text``: ``torch.utils._pytree.treespec_dumps``
+    of the captured output spec): a tuple, list or dict, nested too."""
+    spec = _OUTPUT_SPECS.get(spec_text)
+    if spec is None:
+        spec = _OUTPUT_SPECS[spec_text] = torch.utils._pytree.treespec_loads(spec_text)
+    return torch.utils._pytree.tree_unflatten(list(leaves), spec)
+
+
 def with_strides(x, strides):
     """``x`` with ``strides`` (elements) in every dimension of size > 1: ``x``
     itself when it has them, else a copy.  The plan returns its output in the
@@ -271,11 +284,8 @@ def with_strides(x, strides):
 
 
 def _clone_output(value):
-    if isinstance(value, torch.Tensor):
-        return value.clone()
-    if isinstance(value, (tuple, list)):
-        return type(value)(_clone_output(v) for v in value)
-    return value
+    """Every tensor of ``value`` (a tensor, or a tuple, list or dict of them, nested) cloned out of the graph's memory."""
+    return torch.utils._pytree.tree_map(lambda v: v.clone() if isinstance(v, torch.Tensor) else v, value)
 
 
 class GraphReplayer(_Cache):

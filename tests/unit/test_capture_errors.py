@@ -111,7 +111,7 @@ class Model(nn.Module):
 ''')
     with pytest.raises(ProblemError) as caught:
         capture(path)
-    assert "not a tensor" in caught.value.message and "torch.Tensor" in caught.value.hint
+    assert "returned a dict holding object" in caught.value.message and "tuple, list or dict of tensors" in caught.value.hint
 
     class Tagged(torch.nn.Module):
         def forward(self, x):

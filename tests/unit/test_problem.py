@@ -564,12 +564,24 @@ def test_tuples_of_inputs_are_accepted(tmp_path):
     assert isinstance(problem.make_inputs(0), list) and problem.init_inputs == []
 
 
-@pytest.mark.parametrize("returned, typename", [("x, x", "tuple"), ("None", "NoneType"), ("[x]", "list"), ("{'y': x}", "dict")])
-def test_forward_output_not_a_tensor(tmp_path, returned, typename):
+@pytest.mark.parametrize("returned, message", [
+    ("None", "Model.forward returned NoneType, not a tensor (nor a tuple, list or dict of tensors)."),
+    ("'done'", "Model.forward returned str, not a tensor (nor a tuple, list or dict of tensors)."),
+    ("x, None", "Model.forward returned a tuple holding NoneType: LEGO optimizes a forward that returns tensors only."),
+    ("{'y': x, 'n': 3}", "Model.forward returned a dict holding int: LEGO optimizes a forward that returns tensors only."),
+    ("()", "Model.forward returned an empty tuple: there is no tensor to optimize."),
+])  # fmt: skip
+def test_forward_output_not_tensors(tmp_path, returned, message):
     source = f"import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n    def forward(self, x):\n        return {returned}\n" + TAIL
     err = load_error(tmp_path, "multi.py", source)
-    assert err.message == f"Model.forward returned {typename}, not a tensor."
-    assert "single torch.Tensor" in err.hint
+    assert err.message == message
+    assert "return a tensor, or a tuple, list or dict of tensors" in err.hint
+
+
+@pytest.mark.parametrize("returned", ["x, x", "[x]", "{'y': x}", "x, (x * 2, [x + 1])"])
+def test_forward_returning_tuples_lists_and_dicts_of_tensors_loads(tmp_path, returned):
+    source = f"import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n    def forward(self, x):\n        return {returned}\n" + TAIL
+    load_problem(ProblemSpec(write(tmp_path, "multi.py", source)))
 
 
 def test_sys_exit_at_import_is_a_problem_error(tmp_path):

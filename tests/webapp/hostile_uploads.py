@@ -142,5 +142,5 @@ for line in open('/proc/self/mountinfo'):
     Hostile("null_bytes", "x = 1\n\x00\x00\n", ("null bytes",)),
     Hostile("empty_file", "", ("The submitted file is empty.",), state="rejected"),  # by the form: no run
     Hostile("get_inputs_returns_junk", TAIL + "\n\ndef get_inputs():\n    return [object()]\n", ("TypeError while running Model.forward on get_inputs(): relu(): argument 'input' (position 1) must be Tensor, not object.",)),
-    Hostile("forward_returns_none", TAIL.replace("return torch.relu(x) * 2", "return None"), ("forward_returns_none.py: Model.forward returned NoneType, not a tensor.",)),
+    Hostile("forward_returns_none", TAIL.replace("return torch.relu(x) * 2", "return None"), ("forward_returns_none.py: Model.forward returned NoneType, not a tensor (nor a tuple, list or dict of tensors).",)),
 ]

@@ -3,7 +3,7 @@ PyTorch gate order i, f, g, o) and stepped over a sequence: one fused gate
 GEMM per step, sigmoid/tanh gates, c = f*c + i*g, h = o*tanh(c).  The state
 (h, c) is carried by the caller packed in one tensor of shape (2, batch,
 hidden), passed in and returned, as streaming models exported for
-deployment do (LEGO optimizes single-output forwards)."""
+deployment do (one tensor out; lstm_seq_tagger.py returns the nested tuple nn.LSTM does)."""
 import torch
 import torch.nn as nn
 
