@@ -25,7 +25,7 @@ from lego_core.cache import KernelCache, store_forwarded
 
 from lego_core.config import OptimizeConfig
 from lego_core.events import RunFailed, Sink, null_sink
-from lego_core.spec import ProblemError, ProblemSpec
+from lego_core.spec import TORCH_DTYPE_NAMES, ProblemError, ProblemSpec, new_run_id
 from lego_core.sandbox import ChildCrashed, run_in_child  # noqa: F401 - ChildCrashed: part of the API
 
 
@@ -51,8 +51,6 @@ def optimize(
     when the optimizer fails, ChildCrashed when its process dies.  Every
     failure is also sent to ``sink`` as a ``RunFailed`` event.
     """
-    from lego_core.pipeline import new_run_id, run_pipeline
-
     sink = sink or null_sink
     config = with_llm_model(config or OptimizeConfig())
     out_dir = str(Path(out_dir).resolve())
@@ -62,6 +60,8 @@ def optimize(
         output.check_target(Path(out_dir))  # a file of the user's under a name LEGO writes: refused before the run
         if isolate:
             return _run_isolated(spec, out_dir, config, sink, run_id, made)
+        from lego_core.pipeline import run_pipeline
+
         return run_pipeline(spec, out_dir, config, sink, run_id=run_id)
     except BaseException as exc:
         _leave_no_unverified_output(Path(out_dir), run_id, spec, exc)
@@ -82,7 +82,7 @@ def _run_isolated(spec: ProblemSpec, out_dir: str, config: OptimizeConfig, sink:
     (``lego_core.jail``), with ``config.limits``; kernel cache entries it
     sends are checked and written here (``cache.store_forwarded``); its
     staged output is checked (``staged.accept``) and committed here."""
-    from lego_core.pipeline import run_pipeline
+    from lego_core.pipeline_entry import run_pipeline_in_child
 
     clock = _LoadClock(spec, config.load_timeout_s, sink)
     cache = KernelCache(config.cache_dir, enabled=config.cache)  # the writer: only this process writes the cache
@@ -102,7 +102,7 @@ def _run_isolated(spec: ProblemSpec, out_dir: str, config: OptimizeConfig, sink:
                 _make_folders(cache.root)  # to be mounted read-only it must exist
             cache_root = str(cache.root) if config.cache and cache.root.is_dir() else None
             jail = jail_mod.for_run(spec.path, str(stage), scratch, cache_root, config.agent_pool)
-        target = functools.partial(run_pipeline, run_id=run_id, commit=False)
+        target = functools.partial(run_pipeline_in_child, run_id=run_id, commit=False)
         if jail is not None:  # the jail's working folder is its scratch folder: the model file by its full path
             child_spec = dataclasses.replace(spec, path=str(Path(spec.path).resolve()))
         store = functools.partial(store_forwarded, cache, key_for=_key_for(spec, config), origin=f"run {run_id} of {spec.name}")
@@ -177,7 +177,7 @@ def _key_for(spec: ProblemSpec, config: OptimizeConfig):
         from lego_core import gpu_probe
 
         device = f"cuda:{gpu_probe.probe()['name']}"
-    dtype = str(spec.torch_dtype).removeprefix("torch.")
+    dtype = TORCH_DTYPE_NAMES[spec.dtype]  # str(spec.torch_dtype) less "torch.", without importing torch here
     agent, config_key = agent_name(config.agent), config.key()
     return lambda signature: cache_key(signature, device, dtype, agent, config_key)
 

@@ -11,7 +11,6 @@ import os
 import platform
 import tempfile
 import time
-import uuid
 from pathlib import Path
 
 import torch
@@ -23,11 +22,12 @@ from lego_core.capture import capture_graph, layout_inputs, use_channels_last
 from lego_core.compose import write_output
 from lego_core.config import OptimizeConfig
 from lego_core.errors import OptimizeError
-from lego_core.judge.executor import warm_up
+from lego_core.judge.forkserver import warm_up
 from lego_core.events import RunStarted, Sink, StageStarted, TranscriptMessage
 from lego_core.launch import choose_launch, rule_out
 from lego_core.memory import MemoryMeter
 from lego_core.problem import ProblemError, ProblemSpec, load_problem
+from lego_core.spec import new_run_id
 from lego_core.report import build_report
 from lego_core.search import Search, run_search
 from lego_core.search.plan import Plan
@@ -57,11 +57,6 @@ def run_pipeline(spec: ProblemSpec, out_dir: str, config: OptimizeConfig, emit: 
     except BaseException:
         output.discard(stage)
         raise
-
-
-def new_run_id() -> str:
-    """A fresh run id: 8 hex digits."""
-    return uuid.uuid4().hex[:8]
 
 
 def _run(spec: ProblemSpec, target: Path, out: Path, config: OptimizeConfig, emit: Sink, run_id: str, commit: bool = True) -> dict:

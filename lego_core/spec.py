@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 DTYPE_NAMES = ("fp32", "bf16", "fp16")
+TORCH_DTYPE_NAMES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}  # str(torch dtype) without "torch.", no torch import
 DEVICES = ("cpu", "cuda")
 
 
@@ -125,3 +126,10 @@ def _out_of_range(name: str, text: str) -> ProblemError:
         f"override {name}={_short(text)!r} is out of range.",
         hint=f"give {name} a whole number from -2**63 to 2**63-1 (it must fit in 64 bits).",
     )
+
+
+def new_run_id() -> str:
+    """A fresh run id: 8 hex digits."""
+    import uuid
+
+    return uuid.uuid4().hex[:8]

@@ -51,15 +51,23 @@ optimizer's bubblewrap jail (``lego_core.jail``), so such an attack reaches
 no further than the model file itself could (docs/SECURITY.md).  Timings come from the process that runs
 the candidate and are only as honest as its code.
 """
-from lego_core.judge.executor import CALL_TIMEOUT_S, Executor, RemoteModule
-from lego_core.judge.wire import (
-    BadReply,
-    CandidateRaised,
-    ExecutorDied,
-    ExecutorTampered,
-    ExecutorTimeout,
-    JudgeError,
-)
+# Exported lazily (PEP 562): ``lego_core.judge.forkserver`` must import
+# without torch (the optimizer's process starts the fork server before it
+# imports torch), and importing a submodule runs this file first.
+_EXPORTS = {
+    "CALL_TIMEOUT_S": "executor", "Executor": "executor", "RemoteModule": "executor",
+    "BadReply": "wire", "CandidateRaised": "wire", "ExecutorDied": "wire", "ExecutorTampered": "wire",
+    "ExecutorTimeout": "wire", "JudgeError": "wire",
+}  # fmt: skip
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        import importlib
+
+        return getattr(importlib.import_module(f"lego_core.judge.{_EXPORTS[name]}"), name)
+    raise AttributeError(f"module 'lego_core.judge' has no attribute {name!r}")
+
 
 __all__ = [
     "BadReply",

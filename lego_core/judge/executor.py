@@ -32,6 +32,7 @@ from typing import Any, Sequence
 import torch
 
 from lego_core.judge import wire
+from lego_core.judge.forkserver import context as _context, warm_up  # noqa: F401 - warm_up: re-exported
 from lego_core.judge.wire import BadReply, ExecutorDied, ExecutorTampered, ExecutorTimeout, JudgeError
 
 # seconds one request may take (import, one launch, one timing, ...); a candidate past it fails
@@ -251,35 +252,6 @@ class Executor:
     def _collect(self) -> None:
         if torch.cuda.is_available() and torch.cuda.is_initialized():
             torch.cuda.ipc_collect()  # blocks the executor has let go of (CUDA IPC)
-
-
-def warm_up() -> str:
-    """Start the fork server if it is not running (returns at once; it
-    imports torch and triton in the background).  The pipeline calls this
-    first thing, so the import overlaps loading and capturing the model.
-    Returns the start method (``forkserver`` or ``spawn``)."""
-    ctx = _context()
-    method = ctx.get_start_method()
-    if method == "forkserver":
-        from multiprocessing import forkserver
-
-        forkserver.ensure_running()
-    return method
-
-
-def _context():
-    """How executors start: forked from multiprocessing's *fork server*, a
-    fresh interpreter (started once per optimizer process, like ``spawn``)
-    that imports torch and triton (``judge.preload``) and never runs
-    candidate code nor touches CUDA, so every executor starts clean and in
-    milliseconds, and CUDA initialises in the executor itself (CUDA cannot be
-    used in a child forked from a process that initialised it; the fork
-    server never does).  ``spawn`` where there is no fork server."""
-    if "forkserver" not in mp.get_all_start_methods():
-        return mp.get_context("spawn")
-    ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(["lego_core.judge.preload"])
-    return ctx
 
 
 def _serve(conn, options):  # the process target: imported by name in the child

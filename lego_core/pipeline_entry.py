@@ -1,0 +1,21 @@
+"""What the optimizer's child process runs (``api._run_isolated``): the fork
+server of the candidate executors started first, then the pipeline.
+
+The parent names this light module, not ``lego_core.pipeline``, so that
+neither the parent (the command line, a web worker) imports the pipeline
+(torch, torch._dynamo, triton: seconds of CPU) just to hand the child a
+function, nor the child imports it before the fork server is on its way:
+the fork server's imports of torch and triton then run beside the child's.
+"""
+from __future__ import annotations
+
+
+def run_pipeline_in_child(*args, **kwargs) -> dict:
+    """``lego_core.pipeline.run_pipeline(*args, **kwargs)`` after starting the
+    judge's fork server (``lego_core.judge.forkserver.warm_up``)."""
+    from lego_core.judge.forkserver import warm_up
+
+    warm_up()
+    from lego_core.pipeline import run_pipeline
+
+    return run_pipeline(*args, **kwargs)
