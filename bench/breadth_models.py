@@ -37,7 +37,6 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import datetime
-import json
 import re
 import shutil
 import sys
@@ -238,12 +237,7 @@ def main(argv: list[str] | None = None) -> int:
     by_dtype = run_all(entries, args)
     meta["wall_s"] = round(time.monotonic() - started, 1)
     for dtype, rows in by_dtype.items():
-        doc = result_document(rows, dtype, meta, args.device)
-        path = gm.result_path(args.results_dir, doc, bench="breadth")
-        path.write_text(json.dumps(doc, indent=2, default=str) + "\n")
-        print()
-        print(format_table(rows, dtype, meta), end="")
-        print(f"written: {path}", flush=True)
+        gm.write_results(args.results_dir, result_document(rows, dtype, meta, args.device), format_table(rows, dtype, meta), bench="breadth")
     return 0
 
 

@@ -553,6 +553,17 @@ def result_path(results_dir: Path, doc: dict, bench: str = "") -> Path:
     return Path(results_dir) / f"{doc['date']}-{slug}-{bench + '-' if bench else ''}{doc['dtype']}.json"
 
 
+def write_results(results_dir: Path, doc: dict, table_text: str, bench: str = "") -> Path:
+    """Write ``doc`` as JSON at ``result_path(results_dir, doc, bench)``, print
+    ``table_text`` after a blank line and then ``written: <path>``; returns the path."""
+    path = result_path(results_dir, doc, bench)
+    path.write_text(json.dumps(doc, indent=2, default=str) + "\n")
+    print()
+    print(table_text, end="")
+    print(f"written: {path}", flush=True)
+    return path
+
+
 def sidebyside_command(rows: list[dict], entries: list[Entry], dtype: str) -> str:
     """The ../shared/tools/sidebyside.py command that re-times the same output
     folders independently (its numbers should agree with these)."""
@@ -630,11 +641,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def write(dtype: str, part: dict) -> None:
         doc = result_document(part["rows"], dtype, part["meta"], args.device)
-        path = result_path(args.results_dir, doc)
-        path.write_text(json.dumps(doc, indent=2, default=str) + "\n")
-        print()
-        print(format_table(part["rows"], dtype, part["meta"]), end="")
-        print(f"written: {path}", flush=True)
+        write_results(args.results_dir, doc, format_table(part["rows"], dtype, part["meta"]))
         if args.device == "cuda":
             print(f"independent check: {sidebyside_command(part['rows'], entries, dtype)}", flush=True)
 

@@ -15,6 +15,11 @@ the request ``{"agent", "payload", "feedback"}`` (``payload``:
 ``agents.payload.sub_to_payload``, rebuilt in the parent by
 ``sub_from_payload``, never executed), then the answer ``{"proposal": {...}}``
 or ``{"error": "..."}``.  The key is never in either.
+
+The mechanics of both sides are here once: ``RelayServer`` (the socket, its
+threads, the environment the child inherits; a subclass says what a call
+does: ``AgentServer`` here, ``webapp.runs.fanout.AgentRelay`` in the web app)
+and ``exchange`` / ``proposal_of`` (one call from the child).
 """
 from __future__ import annotations
 
@@ -35,42 +40,73 @@ DEFAULT_TIMEOUT_S = 3600.0
 NETWORK_AGENTS = ("llm",)  # agents that run in the parent
 
 
-class AgentServer:
-    """Answers agent calls on a Unix socket with ``agents`` (name -> Agent).
+class RelayServer:
+    """The parent's side of a relay: a Unix socket in a private folder, a
+    thread that accepts connections and a thread per call that reads its JSON
+    request and sends back ``answer(request)`` (or ``error_answer(exc)`` when
+    that raises) as JSON.
 
-    A context manager: entering sets ``$LEGO_AGENT_RELAY`` (the child
-    inherits it) and leaving restores it and closes the socket.  One run per
-    process at a time (the variable is process-wide)."""
+    A context manager: entering sets ``environment()`` (``$LEGO_AGENT_RELAY``;
+    the child inherits it) and leaving restores it and closes the socket.
+    One run per process at a time (the variables are process-wide).
+    Subclasses define ``answer`` and may set the class attributes below."""
 
-    def __init__(self, agents: dict):
-        self.agents = agents
-        self._dir = tempfile.mkdtemp(prefix="lego-agents-")  # mode 0700: only this user connects
+    dir_prefix = "lego-agents-"
+    thread_name = "lego-agent-server"
+    call_thread_name = "lego-agent-call"
+    request_timeout_s: float | None = None  # each call's socket timeout (None: blocking)
+    handler_join_s: float | None = None  # close() waits this long for each call still answering (None: not at all)
+
+    def __init__(self):
+        self._dir = tempfile.mkdtemp(prefix=self.dir_prefix)  # mode 0700: only this user connects
         self.path = os.path.join(self._dir, "agents.sock")
         self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._server.bind(self.path)
         self._server.listen(64)
         self._server.settimeout(0.2)
         self._closed = threading.Event()
-        self._previous: str | None = None
-        self._thread = threading.Thread(target=self._serve, name="lego-agent-server", daemon=True)
+        self._handlers: list[threading.Thread] = []
+        self._previous_env: dict[str, str | None] = {}
+        self._thread = threading.Thread(target=self._serve, name=self.thread_name, daemon=True)
         self._thread.start()
 
-    def __enter__(self) -> "AgentServer":
-        self._previous = os.environ.get(RELAY_ENV)
-        os.environ[RELAY_ENV] = self.path
+    def answer(self, request: dict) -> dict:
+        """The answer to one call (``{"proposal": ...}``); an exception becomes ``error_answer``'s."""
+        raise NotImplementedError
+
+    def error_answer(self, exc: Exception) -> dict:
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+    def environment(self) -> dict[str, str]:
+        """The variables set while entered, for the child to inherit."""
+        return {RELAY_ENV: self.path}
+
+    def stopping(self) -> None:
+        """Called by ``close`` once no call is accepted any more, before the
+        threads are joined: end what the calls still wait on."""
+
+    def __enter__(self):
+        env = self.environment()
+        self._previous_env = {name: os.environ.get(name) for name in env}
+        os.environ.update(env)
         return self
 
     def __exit__(self, *exc_info) -> None:
-        if self._previous is None:
-            os.environ.pop(RELAY_ENV, None)
-        else:
-            os.environ[RELAY_ENV] = self._previous
+        for name, value in self._previous_env.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
         self.close()
 
     def close(self) -> None:
         self._closed.set()
         self._server.close()
+        self.stopping()
         self._thread.join(timeout=5)
+        if self.handler_join_s is not None:
+            for handler in list(self._handlers):
+                handler.join(timeout=self.handler_join_s)
         shutil.rmtree(self._dir, ignore_errors=True)
 
     def _serve(self) -> None:
@@ -81,25 +117,64 @@ class AgentServer:
                 continue
             except OSError:  # closed
                 return
-            threading.Thread(target=self._handle, args=(conn,), name="lego-agent-call", daemon=True).start()
+            handler = threading.Thread(target=self._handle, args=(conn,), name=self.call_thread_name, daemon=True)
+            self._handlers = [h for h in self._handlers if h.is_alive()] + [handler]
+            handler.start()
 
     def _handle(self, conn: socket.socket) -> None:
-        from lego_core.agents.payload import sub_from_payload
-
+        """One call: a JSON request in, the answer out."""
         with conn:
             try:
-                request = json.loads(_read_all(conn))
-                agent = self.agents.get(request.get("agent"))
-                if agent is None:
-                    raise ValueError(f"no agent {request.get('agent')!r} is served here")
-                sub = sub_from_payload(request["payload"])  # parsed, never executed
-                answer = {"proposal": agent.propose(sub, [str(f) for f in request.get("feedback", [])]).to_dict()}
+                if self.request_timeout_s is not None:
+                    conn.settimeout(self.request_timeout_s)
+                answer = self.answer(json.loads(read_all(conn)))
             except Exception as exc:  # noqa: BLE001 - every failure goes back to the caller
-                answer = {"error": f"{type(exc).__name__}: {exc}"}
+                answer = self.error_answer(exc)
             try:
                 conn.sendall(json.dumps(answer).encode())
             except OSError:
                 pass  # the optimizer is gone
+
+
+class AgentServer(RelayServer):
+    """Answers agent calls on a Unix socket with ``agents`` (name -> Agent)."""
+
+    def __init__(self, agents: dict):
+        self.agents = agents
+        super().__init__()
+
+    def answer(self, request: dict) -> dict:
+        from lego_core.agents.payload import sub_from_payload
+
+        agent = self.agents.get(request.get("agent"))
+        if agent is None:
+            raise ValueError(f"no agent {request.get('agent')!r} is served here")
+        sub = sub_from_payload(request["payload"])  # parsed, never executed
+        return {"proposal": agent.propose(sub, [str(f) for f in request.get("feedback", [])]).to_dict()}
+
+
+def exchange(sock: socket.socket, path: str, request: dict, timeout_s: float) -> dict:
+    """One call through ``sock`` (a new ``AF_UNIX`` stream socket, which the
+    caller closes): ``request`` to the relay at ``path``, its answer back.
+    TimeoutError when no answer comes within ``timeout_s``, RuntimeError when
+    the connection fails or the answer is no JSON."""
+    sock.settimeout(timeout_s)
+    try:
+        sock.connect(path)
+        sock.sendall(json.dumps(request).encode())
+        sock.shutdown(socket.SHUT_WR)
+        return json.loads(read_all(sock) or b"{}")
+    except socket.timeout:
+        raise TimeoutError(f"the agent relay did not answer within {timeout_s:g} s") from None
+    except (OSError, ValueError) as exc:
+        raise RuntimeError(f"the agent relay at {path} failed: {exc}") from None
+
+
+def proposal_of(answer: dict) -> dict:
+    """The proposal dict of a relay's answer; RuntimeError with its error otherwise."""
+    if "proposal" in answer:
+        return answer["proposal"]
+    raise RuntimeError(answer.get("error") or "the agent relay closed the connection without an answer")
 
 
 class RelayPool:
@@ -118,19 +193,8 @@ class RelayPool:
 
     def _round_trip(self, request: dict) -> Proposal:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-            sock.settimeout(self.timeout_s)
-            try:
-                sock.connect(self.path)
-                sock.sendall(json.dumps(request).encode())
-                sock.shutdown(socket.SHUT_WR)
-                answer = json.loads(_read_all(sock) or b"{}")
-            except socket.timeout:
-                raise TimeoutError(f"the agent relay did not answer within {self.timeout_s:g} s") from None
-            except (OSError, ValueError) as exc:
-                raise RuntimeError(f"the agent relay at {self.path} failed: {exc}") from None
-        if "proposal" in answer:
-            return Proposal.from_dict(answer["proposal"])
-        raise RuntimeError(answer.get("error") or "the agent relay closed the connection without an answer")
+            answer = exchange(sock, self.path, request, self.timeout_s)
+        return Proposal.from_dict(proposal_of(answer))
 
     def close(self) -> None:
         self._executor.shutdown(wait=True, cancel_futures=True)
@@ -151,7 +215,8 @@ def pool(agent_name: str, size: int = 1):
     return RelayPool(agent_name, path, size, float(os.environ.get(TIMEOUT_ENV) or DEFAULT_TIMEOUT_S))
 
 
-def _read_all(sock: socket.socket) -> bytes:
+def read_all(sock: socket.socket) -> bytes:
+    """What the peer sends until it shuts its side down."""
     chunks = []
     while chunk := sock.recv(65536):
         chunks.append(chunk)

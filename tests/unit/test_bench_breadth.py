@@ -120,3 +120,23 @@ def test_runs_at_once_keep_rows_in_model_order_per_dtype(monkeypatch, capsys):
     assert capsys.readouterr().out.count("captured True, verified True") == 6
     with pytest.raises(SystemExit, match="--jobs 0"):
         bm.parse_args(["--jobs", "0"])
+
+
+def test_main_writes_each_dtypes_json_and_prints_its_table(monkeypatch, capsys, tmp_path):
+    """main() through gpu_models.write_results (shared with bench-gpu): the JSON
+    at ``<date>-<gpu>-breadth-<dtype>.json``, a blank line, the table, then ``written: <path>``."""
+    def fake_bench_model(entry, dtype, args):
+        return {"model": entry.name, "dtype": dtype, "captured": True, "verified": True, "ok": True, "search_s": 1.0}
+
+    monkeypatch.setattr(bm, "bench_model", fake_bench_model)
+    monkeypatch.setattr(bm.gm, "machine_info", lambda device: {"gpu": "cpu", "torch": "2.x", "triton": "3.x"})
+    status = bm.main(["--device", "cpu", "--tiny", "--models", "gpt_block", "--dtypes", "fp32,bf16",
+                      "--out-dir", str(tmp_path / "out"), "--results-dir", str(tmp_path / "results")])  # fmt: skip
+    assert status == 0
+    out = capsys.readouterr().out
+    for dtype in ("fp32", "bf16"):
+        (path,) = (tmp_path / "results").glob(f"*-cpu-breadth-{dtype}.json")
+        doc = json.loads(path.read_text())
+        assert doc["bench"] == "breadth" and doc["dtype"] == dtype and [r["model"] for r in doc["rows"]] == ["gpt_block"]
+        table = bm.format_table(doc["rows"], dtype, {"gpu": "cpu", "torch": "2.x", "triton": "3.x", "jobs": 1})
+        assert f"\n\n{table}written: {path}\n" in out

@@ -16,24 +16,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.faults, pytest.mark.django_db(transa
 
 OUTAGE_S = 4
 
-# loads for 10 s (the broker goes down meanwhile), then a plain good model
-SLOW_LOADING = b"import time\n\ntime.sleep(10)\n" + b"""
-import torch
-import torch.nn as nn
-
-
-class Model(nn.Module):
-    def forward(self, x):
-        return torch.relu(x) * 2
-
-
-def get_inputs():
-    return [torch.randn(4, 8)]
-
-
-def get_init_inputs():
-    return []
-"""
+SLOW_START = b"import time\n\ntime.sleep(10)\n"  # loads for 10 s (the broker goes down meanwhile), then the good model
 
 
 def test_a_running_and_a_queued_run_survive_a_broker_restart_and_a_new_run_follows(
@@ -59,7 +42,7 @@ def test_a_running_and_a_queued_run_survive_a_broker_restart_and_a_new_run_follo
         run.refresh_from_db()
         return run.state
 
-    running = upload("slow.py", SLOW_LOADING)
+    running = upload("slow.py", SLOW_START + good_model)
     wait_for(lambda: state(running) == "running", 60, "the first run to start", log, every_s=0.2)
     queued = upload("queued.py", good_model)
     assert state(queued) == "queued"

@@ -13,7 +13,9 @@ The optimizer runs in a sandboxed child process that has no network, so it
 cannot reach the broker.  The run's task therefore wraps ``optimize`` in an
 ``AgentRelay``: a thread of the worker process that listens on a Unix socket
 (a file: a network namespace does not cut it off) named by the environment
-variable ``LEGO_AGENT_RELAY``, which the child inherits.  In the child,
+variable ``LEGO_AGENT_RELAY``, which the child inherits (the socket, its
+threads and the protocol are lego_core's ``agents.relay``; only the Celery
+side is here).  In the child,
 ``CeleryAgentPool`` sends each call through that socket and the relay sends
 the Celery task.  Without the variable (a process with network), the pool
 sends the tasks itself.  Either way one thread does all the Celery work
@@ -41,24 +43,20 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
-import json
 import logging
 import os
 import queue
-import shutil
 import socket
-import tempfile
 import threading
 import time
-from typing import Any
 
 from lego_core.agents.base import Proposal
+from lego_core.agents.relay import RELAY_ENV, RelayServer, exchange, proposal_of
+from lego_core.agents.relay import TIMEOUT_ENV as RELAY_TIMEOUT_ENV  # the relay's own timeout, for the child (which has no settings)
 
 log = logging.getLogger(__name__)
 
 PROPOSE_TASK = "runs.propose"
-RELAY_ENV = "LEGO_AGENT_RELAY"
-RELAY_TIMEOUT_ENV = "LEGO_AGENT_RELAY_TIMEOUT_S"  # the relay's own timeout, for the child (which has no settings)
 POLL_S = 0.1  # how often pending results are looked up
 RELAY_GRACE_S = 60.0  # the child waits this much longer than the relay's own timeout
 STREAMED_EVENTS = ("transcript_chunk", "agent_usage")  # what an agents worker may add to a run's event log
@@ -338,92 +336,54 @@ def _close_backend(backend) -> None:
 # ---------------------------------------------------------------------------
 
 
-class AgentRelay:
+class AgentRelay(RelayServer):
     """Forwards the agent calls of the sandboxed optimizer to Celery.
 
-    Use it around ``optimize``: entering sets ``LEGO_AGENT_RELAY`` (which the
-    child inherits) to the socket's path; leaving restores the variable and
-    closes the socket, the threads and the connections.  ``missing`` is the
-    AgentWorkerMissing error once no worker took a task in time, else None.
-    The variable is process-wide: one run at a time per process, as the run
-    worker's one-process pool guarantees.  ``run_id`` and ``on_event``: see
-    CeleryCalls (the run's id, and where the agents' streamed events go).
-    ``max_tokens``: the run's hard token budget (the run's config, never the
-    child's word); the agents worker's LLM agent for the run spends it.
+    lego_core's ``RelayServer`` serves the socket; each call here becomes a
+    ``CeleryCalls`` call.  Use it around ``optimize``: entering sets
+    ``LEGO_AGENT_RELAY`` (which the child inherits) to the socket's path and
+    ``LEGO_AGENT_RELAY_TIMEOUT_S`` to the relay's own timeout; leaving
+    restores the variables and closes the socket, the threads and the
+    connections.  ``missing`` is the AgentWorkerMissing error once no worker
+    took a task in time, else None.  The variables are process-wide: one run
+    at a time per process, as the run worker's one-process pool guarantees.
+    ``run_id`` and ``on_event``: see CeleryCalls (the run's id, and where the
+    agents' streamed events go).  ``max_tokens``: the run's hard token budget
+    (the run's config, never the child's word); the agents worker's LLM agent
+    for the run spends it.
     """
+
+    dir_prefix = "lego-relay-"
+    thread_name = "lego-agent-relay"
+    call_thread_name = "lego-agent-relay-call"
+    request_timeout_s = 30.0
+    handler_join_s = 5.0  # calls.close() has failed what they wait on
 
     def __init__(self, queue_name: str | None = None, timeout_s: float | None = None, run_id=None, on_event=None,
                  max_tokens: int | None = None):
         settings = _settings()
         self.calls = CeleryCalls(queue_name or settings.LEGO_AGENT_QUEUE, timeout_s or settings.LEGO_AGENT_TIMEOUT_S,
                                  run_id=run_id, on_event=on_event, max_tokens=max_tokens)
-        self._dir = tempfile.mkdtemp(prefix="lego-relay-")  # mode 0700: only this user connects
-        self.path = os.path.join(self._dir, "agents.sock")
-        self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._server.bind(self.path)
-        self._server.listen(64)
-        self._server.settimeout(0.2)
-        self._closed = threading.Event()
-        self._handlers: list[threading.Thread] = []
-        self._previous_env: dict[str, str | None] = {}
-        self._thread = threading.Thread(target=self._serve, name="lego-agent-relay", daemon=True)
-        self._thread.start()
+        super().__init__()
 
     @property
     def missing(self) -> AgentWorkerMissing | None:
         return self.calls.missing
 
-    def __enter__(self) -> "AgentRelay":
-        self._previous_env = {name: os.environ.get(name) for name in (RELAY_ENV, RELAY_TIMEOUT_ENV)}
-        os.environ[RELAY_ENV] = self.path
-        os.environ[RELAY_TIMEOUT_ENV] = str(self.calls.timeout_s)
-        return self
+    def environment(self) -> dict[str, str]:
+        return {**super().environment(), RELAY_TIMEOUT_ENV: str(self.calls.timeout_s)}
 
-    def __exit__(self, *exc_info) -> None:
-        for name, value in self._previous_env.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-        self.close()
+    def answer(self, request: dict) -> dict:
+        future = self.calls.call(request["agent"], request["payload"], request["feedback"])
+        return {"proposal": future.result()}
 
-    def close(self) -> None:
-        self._closed.set()
-        self._server.close()
+    def error_answer(self, exc: Exception) -> dict:
+        if isinstance(exc, AgentWorkerMissing):
+            return {"error": str(exc), "missing_worker": True}
+        return super().error_answer(exc)
+
+    def stopping(self) -> None:
         self.calls.close()  # fails pending calls, so the handlers answer and end
-        self._thread.join(timeout=5)
-        for handler in list(self._handlers):
-            handler.join(timeout=5)
-        shutil.rmtree(self._dir, ignore_errors=True)
-
-    def _serve(self) -> None:
-        while not self._closed.is_set():
-            try:
-                conn, _ = self._server.accept()
-            except socket.timeout:
-                continue
-            except OSError:  # closed
-                return
-            handler = threading.Thread(target=self._handle, args=(conn,), name="lego-agent-relay-call", daemon=True)
-            self._handlers = [h for h in self._handlers if h.is_alive()] + [handler]
-            handler.start()
-
-    def _handle(self, conn: socket.socket) -> None:
-        """One call: a JSON request in, the proposal or the error out."""
-        with conn:
-            try:
-                conn.settimeout(30)
-                request = json.loads(_read_all(conn))
-                future = self.calls.call(request["agent"], request["payload"], request["feedback"])
-                answer: dict[str, Any] = {"proposal": future.result()}
-            except AgentWorkerMissing as exc:
-                answer = {"error": str(exc), "missing_worker": True}
-            except Exception as exc:  # noqa: BLE001 - every failure goes back to the caller
-                answer = {"error": f"{type(exc).__name__}: {exc}"}
-            try:
-                conn.sendall(json.dumps(answer).encode())
-            except OSError:
-                pass  # the optimizer is gone
 
 
 class RelayCalls:
@@ -450,29 +410,22 @@ class RelayCalls:
 
     def _round_trip(self, request: dict) -> dict:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(self.timeout_s)
         with self._lock:
             self._open.add(sock)
         try:
-            sock.connect(self.path)
-            sock.sendall(json.dumps(request).encode())
-            sock.shutdown(socket.SHUT_WR)
-            answer = json.loads(_read_all(sock) or b"{}")
-        except socket.timeout:
-            raise TimeoutError(f"the agent relay did not answer within {self.timeout_s:g} s") from None
-        except (OSError, ValueError) as exc:
-            why = "the agent pool was closed" if self._closed else f"the agent relay at {self.path} failed: {exc}"
-            raise RuntimeError(why) from None
+            answer = exchange(sock, self.path, request, self.timeout_s)
+        except RuntimeError:  # the connection failed: say so plainly when close() cut it
+            if self._closed:
+                raise RuntimeError("the agent pool was closed") from None
+            raise
         finally:
             with self._lock:
                 self._open.discard(sock)
             sock.close()
-        if "proposal" in answer:
-            return answer["proposal"]
-        if answer.get("missing_worker"):
+        if answer.get("missing_worker") and "proposal" not in answer:
             self.missing = AgentWorkerMissing(answer["error"])
             raise AgentWorkerMissing(answer["error"])
-        raise RuntimeError(answer.get("error") or "the agent relay closed the connection without an answer")
+        return proposal_of(answer)
 
     def close(self) -> None:
         with self._lock:
@@ -484,9 +437,3 @@ class RelayCalls:
                     pass
         self._executor.shutdown(wait=True, cancel_futures=True)
 
-
-def _read_all(sock: socket.socket) -> bytes:
-    chunks = []
-    while chunk := sock.recv(65536):
-        chunks.append(chunk)
-    return b"".join(chunks)
