@@ -308,7 +308,7 @@ def _split_seams(node: OrNode, outputs: list[fx.Node], next_id) -> None:
     for is_heavy, nodes in pieces:
         child_id = next_id("or")
         sub = make_subproblem(f"sp{child_id[2:]}", nodes, outputs, "region")
-        sub.module_path = node.sub.module_path
+        sub.module_path = node.sub.module_path or sub.module_path  # at the model's root: its own ops' common module
         child = OrNode(child_id, sub, split.id)
         split.children.append(child)
         _split_groups(child, outputs, next_id)
@@ -426,7 +426,7 @@ def _split_around(node: OrNode, outputs: list[fx.Node], next_id, groups: list[Fu
             split.children.append(OrNode(child_id, sub, split.id))
             continue
         sub = make_subproblem(f"sp{child_id[2:]}", nodes, outputs, "region")
-        sub.module_path = node.sub.module_path
+        sub.module_path = node.sub.module_path or sub.module_path
         child = OrNode(child_id, sub, split.id)
         split.children.append(child)
         _split_seams(child, outputs, next_id)

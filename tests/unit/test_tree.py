@@ -202,13 +202,21 @@ def test_gpt_stack_blocks_have_identical_signatures():
     assert [leaf.sub.signature for leaf in first] == [leaf.sub.signature for leaf in second]
     assert [leaf.sub.kind for leaf in first] == [leaf.sub.kind for leaf in second]
     assert {leaf.sub.module_path for leaf in first}.isdisjoint({leaf.sub.module_path for leaf in second})
-    # the regions above the leaves repeat too
+    # the regions above the leaves repeat too (in the first decomposition, by
+    # module hierarchy: other decompositions of the root, cut at heavy-op seams,
+    # have pieces that straddle two blocks and are named by their own ops' module)
+    def first_regions(node=None):
+        node = node or tree.root
+        if node.is_leaf:
+            return []
+        return [node] + [r for child in node.children[0].children for r in first_regions(child)]
+
     def block_regions(i):
         prefix = f"blocks.{i}"
         return [
             (n.sub.label.replace(prefix, "blocks.*"), n.sub.signature)
-            for n in tree.walk()
-            if isinstance(n, OrNode) and not n.is_leaf and (n.sub.module_path + ".").startswith(prefix + ".")
+            for n in first_regions()
+            if (n.sub.module_path + ".").startswith(prefix + ".")
         ]
 
     assert len(block_regions(0)) >= 3
@@ -666,3 +674,18 @@ def test_seam_decomposition_is_a_second_partition_across_module_seams(name):
     names = [n.name for leaf in leaves for n in leaf.sub.nodes]
     assert sorted(names) == sorted(n.name for n in graph.compute_nodes)
     check_schedule([leaf.sub.nodes for leaf in leaves], {p.name for p in graph.placeholders})
+
+
+def test_pieces_cut_at_the_roots_seams_are_named_by_their_own_module():
+    """A region at the model's root (module path "") cut at heavy-op seams:
+    each piece takes its own ops' common module path (the page showed "—"
+    for every one of them), never a path its ops are not all under."""
+    from lego_core.capture import module_path
+    from lego_core.subproblem import _common_prefix
+
+    _, tree = reference("gpt_stack.py")
+    regions = [n for n in tree.walk() if isinstance(n, OrNode) and n is not tree.root]
+    named = [n for n in regions if _common_prefix([module_path(x) for x in n.sub.nodes if module_path(x)])]
+    assert named and all(n.sub.module_path for n in named), [n.sub.label for n in named if not n.sub.module_path]
+    for n in regions:
+        assert all((module_path(x) + ".").startswith(n.sub.module_path + ".") for x in n.sub.nodes if n.sub.module_path), n.sub.label
