@@ -65,13 +65,22 @@ class Measured:
         }
 
 
-def norm_rel_error(actual: torch.Tensor, reference: torch.Tensor) -> float:
-    """``||actual - reference||_2 / max(||reference||_2, 1e-12)`` computed in fp64.
-    ValueError when the shapes differ."""
-    if tuple(actual.shape) != tuple(reference.shape):
-        raise ValueError(f"output shape {tuple(actual.shape)} differs from the reference's {tuple(reference.shape)}")
-    a, r = actual.detach().double(), reference.detach().double()
-    return ((a - r).norm() / r.norm().clamp_min(1e-12)).item()
+def norm_rel_error(actual, reference) -> float:
+    """``||actual - reference||_2 / max(||reference||_2, 1e-12)`` computed in fp64;
+    for a model that returns several tensors (a tuple, list or dict, nested:
+    ``torch.utils._pytree``) the norms run over all of them at once.
+    ValueError when the structures or shapes differ."""
+    got, want = torch.utils._pytree.tree_leaves(actual), torch.utils._pytree.tree_leaves(reference)
+    if len(got) != len(want):
+        raise ValueError(f"{len(got)} outputs, the reference returns {len(want)}")
+    diff_sq, ref_sq = 0.0, 0.0
+    for a, r in zip(got, want):
+        if tuple(a.shape) != tuple(r.shape):
+            raise ValueError(f"output shape {tuple(a.shape)} differs from the reference's {tuple(r.shape)}")
+        a, r = a.detach().double(), r.detach().double().to(a.device)
+        diff_sq += (a - r).norm().item() ** 2
+        ref_sq += r.norm().item() ** 2
+    return diff_sq**0.5 / max(ref_sq**0.5, 1e-12)
 
 
 def _error_text(exc: BaseException) -> str:
@@ -108,7 +117,7 @@ def side_by_side(
                 started = time.perf_counter()
                 fn = build()
                 out = fn(*input_sets[0])
-                out = out.detach().clone()  # a CUDA-graph output is overwritten by the next replay
+                out = torch.utils._pytree.tree_map(lambda t: t.detach().clone() if isinstance(t, torch.Tensor) else t, out)  # a CUDA-graph output is overwritten by the next replay
                 _sync(out)
                 result.setup_s = time.perf_counter() - started
                 if k == 0:
@@ -176,9 +185,12 @@ def eager_peak_mb(model: torch.nn.Module, inputs: Sequence[Any]) -> float | None
     return (state_bytes + input_bytes + activations) / 1e6
 
 
-def _sync(x: torch.Tensor) -> None:
-    if x.is_cuda:
-        torch.cuda.synchronize(x.device)
+def _sync(x) -> None:
+    """Wait for the GPU work behind ``x`` (a tensor, or a pytree of them)."""
+    for t in torch.utils._pytree.tree_leaves(x):
+        if isinstance(t, torch.Tensor) and t.is_cuda:
+            torch.cuda.synchronize(t.device)
+            return
 
 
 def _release() -> None:

@@ -37,6 +37,22 @@ def test_norm_rel_error_rejects_other_shapes():
         benchmark.norm_rel_error(torch.zeros(2), torch.zeros(3))
 
 
+def test_models_returning_several_tensors_are_checked_and_timed_over_all_of_them():
+    """An RNN's ``out, (h, c)``: the error runs over every tensor at once, a lost output is an error."""
+    ref = (torch.tensor([3.0, 0.0]), (torch.tensor([0.0, 4.0]), torch.zeros(1)))
+    off = (torch.tensor([3.0, 0.0]), (torch.tensor([0.0, 4.0]), torch.ones(1)))
+    assert benchmark.norm_rel_error(ref, ref) == 0.0 and benchmark.norm_rel_error(off, ref) == pytest.approx(1 / 5)
+    with pytest.raises(ValueError, match="2 outputs, the reference returns 3"):
+        benchmark.norm_rel_error(ref[1], ref)
+
+    model = torch.nn.Linear(4, 4).eval()
+    results = benchmark.side_by_side(
+        [("eager", lambda: (lambda x: (model(x), {"h": x * 2}))), ("shifted", lambda: (lambda x: (model(x), {"h": x * 2 + 1})))],
+        [[torch.randn(2, 4)]], warmup_ms=0.0, rep=2,
+    )  # fmt: skip
+    assert [r.error for r in results] == [None, None] and results[1].rel_err > 0 and results[1].timing.n == 2
+
+
 def test_compile_candidates_are_named_per_mode():
     names = [name for name, _ in benchmark.compile_candidates(torch.nn.Identity())]
     assert names == ["compile_default", "compile_reduce_overhead"]
