@@ -59,8 +59,20 @@ def kernels(run: Run) -> dict[str, str]:
     return {p.name: p.read_text() for p in sorted((run.output_path / "kernels").glob("*.py"))}
 
 
+# The corpus in slices, one test each (each with its own worker and time
+# limit; a slice is a few minutes on CI's two cores, the whole corpus was
+# close to pytest-timeout's 600 s); together they cover every entry.
+SLICES = 3
+
+
+def test_the_slices_cover_the_corpus_once():
+    names = [h.name for k in range(SLICES) for h in CORPUS[k::SLICES]]
+    assert sorted(names) == sorted(h.name for h in CORPUS) and len(set(names)) == len(names)
+
+
+@pytest.mark.parametrize("part", range(SLICES))
 def test_every_hostile_upload_shows_its_message_and_the_same_worker_then_finishes_a_good_run(
-    client, user, start_worker, agents_worker, upload_model, wait_for, good_model, media_root, settings, tmp_path
+    part, client, user, start_worker, agents_worker, upload_model, wait_for, good_model, media_root, settings, tmp_path
 ):
     settings.LEGO_MAX_RUNS_IN_FLIGHT = 100
     bob = get_user_model().objects.create_user("bob", password="pw-bob")
@@ -97,7 +109,8 @@ def test_every_hostile_upload_shows_its_message_and_the_same_worker_then_finishe
     secrets = [*SECRET_WORDS, SECRET_KEY, str(media_root), str(REPO / "webapp")]
 
     checked = []
-    for hostile in CORPUS:
+    corpus = CORPUS[part::SLICES]
+    for hostile in corpus:
         if hostile.jail and not jailed:
             continue  # what it shows is the jail's (docs/SECURITY.md: the fallback does not protect this)
         started = time.monotonic()
@@ -135,5 +148,6 @@ def test_every_hostile_upload_shows_its_message_and_the_same_worker_then_finishe
         assert made and not any("import os" in source for source in made.values()), f"bob's kernels after {hostile.name}"
         checked.append((f"{hostile.name} ({hostile_s:.1f} s + good run {time.monotonic() - started - hostile_s:.1f} s)", message))
 
-    assert len(checked) >= (30 if jailed else 15), [name for name, _ in checked]
+    # the jail's own entries are skipped without bubblewrap (above)
+    assert len(checked) == len([h for h in corpus if jailed or not h.jail]) >= (10 if jailed else 5), [name for name, _ in checked]
     print("\n" + "\n".join(f"{name}: {message[:160]}" for name, message in checked))
