@@ -708,6 +708,37 @@ def test_run_page_stops_following_when_the_share_link_is_revoked(running_run_pag
 
 
 @pytest.mark.browser
+def test_the_cancel_button_goes_when_the_end_event_arrives_not_when_the_state_follows(running_run_page, browser):
+    """The log's run_finished arrives while the database still says
+    "running" (the worker saves the result for seconds, then the stream
+    says "end" and the page reloads): the Cancel button is hidden and
+    disabled at once, and a later "running" from the stream brings back
+    neither the button nor the state."""
+    path, page_html = running_run_page
+    assert 'id="run-cancel"' in page_html
+    page = run_page_in_browser(browser, page_html, path)
+    try:
+        events = wire_events(sample_events())
+        cancel = page.locator("#run-cancel")
+        page.evaluate("m => sockets[0].serverSends(m)", {"type": "events", "state": "running", "events": events[:-1]})
+        assert cancel.is_visible() and cancel.is_enabled()
+        # run_finished, sent with the database's state of that moment; no waiting for a render
+        hidden = page.evaluate("""m => { sockets[0].serverSends(m);
+            const b = document.getElementById('run-cancel');
+            return [document.getElementById('run-cancel-form').hidden, b.disabled, b.offsetParent === null,
+                    document.getElementById('run-state').textContent]; }""",
+                               {"type": "events", "state": "running", "events": events[-1:]})
+        assert hidden == [True, True, True, "finished"]
+        page.evaluate("m => sockets[0].serverSends(m)", {"type": "state", "state": "running", "last_seq": len(events)})
+        page.wait_for_timeout(300)  # past a render
+        assert cancel.is_hidden() and cancel.is_disabled()
+        assert page.locator("#run-state").inner_text() == "finished"
+        assert page.lego_log["errors"] == []
+    finally:
+        page.context.close()
+
+
+@pytest.mark.browser
 def test_replay_of_a_finished_run_shows_its_final_stage(finished_run_page, browser):
     path, page_html = finished_run_page
     page = run_page_in_browser(browser, page_html, path)

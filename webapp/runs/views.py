@@ -156,7 +156,7 @@ def run_cancel(request, run_id):
         messages.info(request, "The run was cancelled.")
     else:
         run.refresh_from_db()
-        messages.info(request, f"The run had already ended ({run.state}); nothing to cancel.")
+        messages.info(request, f"The run had already ended ({run.how_ended}); nothing to cancel.")
     return redirect("runs:detail", run_id=run.id)
 
 
