@@ -193,10 +193,13 @@
       if (items !== null) set("run-subproblems", String(items));
       const times = Header.planTimes(this.model);
       if (times) {
-        set("run-plan-times", `first after ${times.first.toFixed(2)} s, final after ${times.final.toFixed(2)} s of the search`);
+        const outcome = this.model.finished || this.state === "finished" ? "finished" : this.ended() ? "ended" : "active";
+        set("run-plan-times", Header.describePlanTimes(times, outcome));
         const el = this.el("run-plan-times");
         el.dataset.first = String(times.first);
-        el.dataset.final = String(times.final);
+        el.dataset.best = String(times.final);
+        // "final" only once the run finished: until then it is the best so far
+        el.dataset.final = outcome === "finished" ? String(times.final) : "";
       }
       let stage = h.stage || (ACTIVE.has(this.state) ? (this.state === "queued" ? "waiting for a worker" : "starting") : "—");
       if (h.stage && h.total) stage += ` ${h.done || 0}/${h.total}`;
@@ -260,6 +263,17 @@
     const first = better.length ? better[0].t : timed[0].t;
     const final = better.length ? better[better.length - 1].t : first;
     return { first: first, final: final };
+  };
+
+  // The summary's "Plans" line (the server's _run_summary.html says the
+  // same): the last better plan is "final" only once the run finished; while
+  // it runs it is the best so far, and a failed or cancelled run has none.
+  Header.describePlanTimes = function (times, outcome) {
+    const first = `first after ${times.first.toFixed(2)} s`;
+    const last = times.final.toFixed(2);
+    if (outcome === "finished") return `${first}, final after ${last} s of the search`;
+    if (outcome === "active") return `${first}, best so far after ${last} s of the search`;
+    return `${first}, best after ${last} s of the search (no final plan: the run ended without one)`;
   };
 
   // Three significant digits, like the server's |sig filter.
