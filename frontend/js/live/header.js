@@ -219,7 +219,7 @@
         if (detail) {
           detail.textContent =
             has && typeof h.costMs === "number" && typeof h.baselineMs === "number"
-              ? ` (${LEGO.Header.sig(h.costMs)} ms vs ${LEGO.Header.sig(h.baselineMs)} ms)`
+              ? ` (${LEGO.formatMs(h.costMs)} vs ${LEGO.formatMs(h.baselineMs)} eager)`
               : "";
         }
       }
@@ -276,11 +276,6 @@
     return `${first}, best after ${last} s of the search (no final plan: the run ended without one)`;
   };
 
-  // Three significant digits, like the server's |sig filter.
-  Header.sig = function (x) {
-    if (typeof x !== "number" || !isFinite(x)) return "—";
-    return Number(x.toPrecision(3)).toString();
-  };
   Header.formatDuration = formatDuration;
 
   LEGO.Header = Header;
