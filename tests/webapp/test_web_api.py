@@ -159,6 +159,10 @@ def test_an_api_path_without_its_slash_still_redirects_on_get_and_says_so_otherw
         ({"overrides": '{"2rows": 2}'}, "overrides", "is not a Python identifier"),
         ({"dtype": "fp64"}, "dtype", "Use one of: fp32, bf16, fp16."),
         ({"device": "tpu"}, "device", "Use one of: cpu, cuda."),
+        ({"content": b"rows = 4\n# caf\xe9\n"}, "model",
+         "scores.py:2: the file is not UTF-8 text: byte 0xe9 is not UTF-8 (the file was saved in another encoding, "
+         "such as Latin-1 or Windows-1252). Fix: save the file as UTF-8"),
+        ({"content": "rows = 4\n".encode("utf-16")}, "model", "scores.py:1: the file is not UTF-8 text: it is UTF-16"),
     ],
 )
 def test_invalid_uploads_get_400_saying_what_is_wrong_and_how_to_fix_it(api, good_model, queued, fields, field, expected):

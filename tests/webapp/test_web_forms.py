@@ -27,6 +27,23 @@ def test_format_overrides_round_trips():
     assert split_overrides(format_overrides({"rows": 16, "eps": 1e-05})) == ["rows=16", "eps=1e-05"]
 
 
+@pytest.mark.parametrize("content, says", [
+    (b"import torch\n\nx = '\xff'\n", "model.py:3: the file is not UTF-8 text: byte 0xff is not UTF-8"),
+    ("import torch\n".encode("utf-16"), "model.py:1: the file is not UTF-8 text: it is UTF-16"),
+    (b"x = 1\n\x00\x00\n", "model.py:2: the file is not UTF-8 text: it holds null bytes"),
+])
+def test_a_file_that_is_not_utf8_text_is_refused_saying_so_and_how_to_convert_it(content, says):
+    form = form_with(content=content)
+    assert not form.is_valid()
+    message = " ".join(form.errors["upload"])
+    assert message.startswith(says) and "Fix: save the file as UTF-8" in message and "iconv" in message
+    assert "None" not in message
+
+
+def test_a_utf8_file_with_a_byte_order_mark_is_accepted():
+    assert form_with(content=b"\xef\xbb\xbfx = 1\n").is_valid()
+
+
 def test_valid_form_parses_overrides_into_numbers():
     form = form_with("rows=16\nscale=0.5, causal=true")
     assert form.is_valid(), form.errors
