@@ -177,6 +177,19 @@ def test_invalid_uploads_get_400_saying_what_is_wrong_and_how_to_fix_it(api, goo
 
 
 @pytest.mark.django_db
+def test_cuda_on_a_server_whose_workers_have_no_gpu_is_a_400_before_any_run(api, good_model, queued, settings):
+    settings.LEGO_WORKER_CUDA = False
+    response = post_run(api, good_model, device="cuda")
+    assert response.status_code == 400, response.content
+    [message] = response.json()["errors"]["device"]
+    assert message.startswith("This server's run workers have no CUDA GPU (LEGO_WORKER_CUDA=0 says so)")
+    assert "Choose device cpu" in message
+    assert not Run.objects.exists() and queued == []
+    settings.LEGO_WORKER_CUDA = True
+    assert post_run(api, good_model, device="cuda").status_code == 201 and Run.objects.get().device == "cuda"
+
+
+@pytest.mark.django_db
 def test_overrides_may_be_a_json_object(api, good_model, queued):
     text = json.dumps({"rows": 16, "eps": 1e-5, "bias": True})
     response = post_run(api, good_model, overrides=text)

@@ -67,6 +67,17 @@ class RunForm(forms.ModelForm):
                 "where the agents worker starts; README, LLM agents). Choose the template agent.")
         return agent
 
+    def clean_device(self) -> str:
+        """The device; ``cuda`` is refused up front where the run workers have
+        no CUDA GPU (``devices.cuda_refusal``), not when the run fails later."""
+        from webapp.runs import devices
+
+        device = self.cleaned_data.get("device") or "cpu"
+        refusal = devices.cuda_refusal() if device == "cuda" else None
+        if refusal:
+            raise forms.ValidationError(refusal, code="no_cuda")
+        return device
+
     class Meta:
         model = Run
         fields = ["upload", "overrides", "dtype", "device", "agent"]
