@@ -11,7 +11,10 @@ parent's own process never holds a CUDA context (a worker that forks must
 not, and a context costs device memory beside every run).
 
 Usage: ``python -m lego_core.gpu_probe`` prints ``{"name": ..., "locks":
-[...]}`` after creating the lock files of every visible GPU.
+[...]}`` after creating the lock files of every visible GPU;
+``python -m lego_core.gpu_probe --cuda`` prints ``{"cuda": <bool>, "name":
+...}`` and makes nothing (:func:`cuda_available`: the web process asks
+whether a run here could use ``device=cuda``).
 """
 from __future__ import annotations
 
@@ -54,10 +57,39 @@ def _probe(visible: str | None, lock_dir: str) -> dict:
         return {"name": None, "locks": []}
 
 
-def _main() -> int:
+def cuda_available() -> bool | None:
+    """Whether this machine has a usable CUDA GPU, as a run's loading of the
+    model decides it (``torch.cuda.is_available()``, ``problem.load_problem``),
+    asked in a fresh interpreter (the caller never imports torch nor holds a
+    CUDA context), once per ``CUDA_VISIBLE_DEVICES``.  Makes no lock files.
+    None when the probe itself failed (logged): it cannot tell."""
+    return _cuda_available(os.environ.get("CUDA_VISIBLE_DEVICES"))
+
+
+@functools.lru_cache(maxsize=8)
+def _cuda_available(visible: str | None) -> bool | None:
+    command = [sys.executable, "-m", "lego_core.gpu_probe", "--cuda"]
+    package_parent = str(Path(__file__).resolve().parent.parent)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([package_parent, *filter(None, [os.environ.get("PYTHONPATH")])]))
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_S, stdin=subprocess.DEVNULL, env=env)
+        if done.returncode != 0:
+            raise RuntimeError(done.stderr.strip()[-300:] or f"exit code {done.returncode}")
+        return bool(json.loads(done.stdout.strip().splitlines()[-1])["cuda"])
+    except (OSError, subprocess.SubprocessError, RuntimeError, ValueError, IndexError, KeyError) as exc:
+        log.warning("could not find out whether this machine has CUDA (%s)", exc)
+        return None
+
+
+def _main(argv: list[str] | None = None) -> int:
     import torch
 
     from lego_core import gpu_lock
+
+    if "--cuda" in (sys.argv[1:] if argv is None else argv):
+        available = bool(torch.cuda.is_available())
+        print(json.dumps({"cuda": available, "name": torch.cuda.get_device_name() if available else None}))
+        return 0
 
     if not torch.cuda.is_available():
         print(json.dumps({"name": None, "locks": []}))

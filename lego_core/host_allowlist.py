@@ -31,6 +31,8 @@ from __future__ import annotations
 import ast
 import builtins
 
+from lego_core.spec import syntax_error_text
+
 # import statement -> local name it binds
 IMPORTS = {("torch", None): "torch", ("triton", None): "triton", ("triton.language", "tl"): "tl", ("math", None): "math"}
 # torch.<name>: allocation, layout, dtypes, the convolution a conv+BN kernel hands to cuDNN
@@ -85,7 +87,7 @@ def refusal(source: str) -> str | None:
     try:
         tree = ast.parse(source)
     except SyntaxError as exc:
-        return f"source does not parse: {exc.msg} (line {exc.lineno})"
+        return f"source does not parse: {syntax_error_text(exc)}"
     checker = _AllowList(tree)
     checker.check(tree)
     return checker.problem
@@ -110,7 +112,8 @@ class _AllowList:
 
     def _flag(self, node: ast.AST, message: str) -> None:
         if self.problem is None:
-            self.problem = f"line {getattr(node, 'lineno', '?')}: {message}"
+            line = getattr(node, "lineno", None)
+            self.problem = f"line {line}: {message}" if line else message
 
     def _import(self, node: ast.Import) -> None:
         for alias in node.names:

@@ -139,7 +139,7 @@ def load(name: str, path, overrides: dict) -> types.ModuleType:
     ``optimized_model.py`` uses to build the reference model the way it was
     optimized.  Raises OverrideError, or what the file raises."""
     path = str(path)
-    with open(path, encoding="utf-8") as handle:
+    with open(path, encoding="utf-8-sig") as handle:  # as lego_core read it (spec.decode_source): a UTF-8 BOM dropped
         source = handle.read()
     module = types.ModuleType(name)
     module.__file__ = path

@@ -21,7 +21,7 @@ from typing import Any, Callable
 import torch
 
 from lego_core.overrides import OverrideError, exec_with_overrides
-from lego_core.spec import DEVICES, DTYPE_NAMES, ProblemError, ProblemSpec, parse_overrides  # noqa: F401 - re-exported
+from lego_core.spec import DEVICES, DTYPE_NAMES, ProblemError, ProblemSpec, decode_source, parse_overrides  # noqa: F401 - re-exported
 
 REQUIRED_NAMES = ("Model", "get_inputs", "get_init_inputs")
 
@@ -132,12 +132,15 @@ def move_plain_tensor_attributes(model: torch.nn.Module, device: str | torch.dev
 
 
 def _read_source(path: str) -> str:
+    """The model file's text (``spec.decode_source``: UTF-8, else a
+    ProblemError that says so, with the line of the first bad byte)."""
     try:
-        return Path(path).read_text()
+        data = Path(path).read_bytes()
     except FileNotFoundError:
         raise ProblemError("no such file.", path, hint="check the path of the model file.") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ProblemError(f"cannot read the file ({exc}).", path, hint="give a UTF-8 Python file.") from None
+    except OSError as exc:
+        raise ProblemError(f"cannot read the file ({exc.strerror or exc}).", path, hint="check that it is a readable file.") from None
+    return decode_source(data, path)
 
 
 def _import_source(path: str, source: str, overrides: dict | None = None) -> tuple[types.ModuleType, dict]:
@@ -155,7 +158,8 @@ def _import_source(path: str, source: str, overrides: dict | None = None) -> tup
     try:
         compile(source, path, "exec")
     except SyntaxError as exc:
-        raise ProblemError(f"syntax error: {exc.msg}.", path, exc.lineno, hint="correct the Python syntax on that line.") from None
+        raise ProblemError(f"syntax error: {exc.msg}.", path, exc.lineno,
+                           hint="correct the Python syntax on that line." if exc.lineno else "correct the Python syntax.") from None
     not_constant: list[str] = []
 
     def check(name: str, original: Any, value: Any, line: int) -> None:

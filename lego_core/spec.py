@@ -36,6 +36,50 @@ class ProblemError(Exception):
         return f"{where}{message}" + (f" Fix: {self.hint}" if self.hint else "")
 
 
+UTF8_HINT = (
+    "save the file as UTF-8 (in most editors: Save As, encoding UTF-8), or convert it, e.g. "
+    "`iconv -f LATIN1 -t UTF-8 model.py > model_utf8.py` (-f names the encoding it has now)."
+)
+
+_BOMS = (
+    (b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"),
+    (b"\xff\xfe", "UTF-16"), (b"\xfe\xff", "UTF-16"),
+)
+
+
+def decode_source(data: bytes, path: str | None = None) -> str:
+    """A model file's bytes as text: UTF-8 (a leading UTF-8 byte-order mark
+    dropped), with no NUL byte.  Anything else raises ProblemError saying
+    that the file is not UTF-8 text, where (the line of the first bad
+    byte, when there is one to name) and how to convert it; a UTF-16 or
+    UTF-32 file (Windows "Unicode") is named as such.  Pure bytes work, no
+    torch: the upload form checks a file with it before a run is made."""
+    for bom, name in _BOMS:
+        if data.startswith(bom):
+            raise ProblemError(f"the file is not UTF-8 text: it is {name} (it starts with a {name} byte-order mark)",
+                               path, 1, hint=UTF8_HINT)
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ProblemError(f"the file is not UTF-8 text: byte 0x{data[exc.start]:02x} is not UTF-8 "
+                           "(the file was saved in another encoding, such as Latin-1 or Windows-1252)",
+                           path, line, hint=UTF8_HINT) from None
+    if "\x00" in text:
+        line = text.count("\n", 0, text.index("\x00")) + 1
+        raise ProblemError("the file is not UTF-8 text: it holds null bytes, which Python source cannot "
+                           "(a file saved as UTF-16 has one beside every letter)",
+                           path, line, hint=UTF8_HINT)
+    return text
+
+
+def syntax_error_text(exc: SyntaxError) -> str:
+    """``line 6: invalid syntax`` for a SyntaxError, or only its message when
+    Python gave no line (``source code string cannot contain null bytes``):
+    never ``line None``."""
+    return f"line {exc.lineno}: {exc.msg}" if exc.lineno else str(exc.msg or exc)
+
+
 @dataclasses.dataclass(frozen=True)
 class ProblemSpec:
     """What the user asked for: a model file, constant overrides, dtype, device.

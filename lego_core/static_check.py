@@ -31,6 +31,8 @@ from __future__ import annotations
 import ast
 from typing import Sequence
 
+from lego_core.spec import syntax_error_text
+
 
 # Heavy compute that a candidate must never hand to PyTorch, whatever the
 # region holds.  Names are compared after stripping leading/trailing "_".
@@ -181,7 +183,7 @@ def calls_back_into_reference(source: str, region_ops: Sequence[str], library_op
     try:
         tree = ast.parse(source)
     except SyntaxError as exc:
-        return f"source does not parse: {exc.msg} (line {exc.lineno})"
+        return f"source does not parse: {syntax_error_text(exc)}"
     allowed = {op_base_name(op) for op in library_ops}
     checker = _CallbackChecker(frozenset(n for n in forbidden_names(region_ops) if n not in allowed))
     checker.visit(tree)
@@ -430,4 +432,5 @@ class _CallbackChecker(ast.NodeVisitor):
 
     def _flag(self, node: ast.AST, message: str) -> None:
         if self.problem is None:
-            self.problem = f"line {getattr(node, 'lineno', '?')}: {message}"
+            line = getattr(node, "lineno", None)
+            self.problem = f"line {line}: {message}" if line else message

@@ -40,6 +40,7 @@ import torch
 import torch.fx as fx
 from torch._subclasses import FakeTensorMode
 
+from lego_core.spec import syntax_error_text
 from lego_core.subproblem import SubProblem
 
 FORMAT = 1
@@ -165,7 +166,7 @@ def graph_from_source(source: str) -> fx.Graph:
     try:
         module = ast.parse(source)
     except SyntaxError as exc:
-        raise PayloadError(f"the reference source does not parse: {exc.msg} (line {exc.lineno})") from None
+        raise PayloadError(f"the reference source does not parse: {syntax_error_text(exc)}") from None
     if len(module.body) != 1 or not isinstance(module.body[0], ast.FunctionDef):
         raise PayloadError("the reference source must be exactly one function definition")
     func = module.body[0]

@@ -139,6 +139,20 @@ def test_syntax_error_exits_1_and_names_the_line(tmp_path):
     assert not (tmp_path / "out" / "report.json").exists()
 
 
+@pytest.mark.parametrize("name, data, where", [
+    ("latin.py", b"import torch\n# caf\xe9\n", "latin.py:2: the file is not UTF-8 text: byte 0xe9 is not UTF-8"),
+    ("wide.py", "import torch\n".encode("utf-16"), "wide.py:1: the file is not UTF-8 text: it is UTF-16"),
+])
+def test_a_file_that_is_not_utf8_exits_1_saying_so_and_how_to_convert_it(tmp_path, name, data, where):
+    model = tmp_path / name
+    model.write_bytes(data)
+    proc = run_cli("optimize", str(model), "--out", str(tmp_path / "out"))
+    said = " ".join(proc.stdout.split())  # rich wraps long lines
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert where in said and "Fix: save the file as UTF-8" in said and "iconv -f LATIN1 -t UTF-8" in said, said
+    assert "None" not in said and "Traceback" not in proc.stdout + proc.stderr
+
+
 def test_unknown_constant_exits_1_and_names_it(capsys, monkeypatch, tmp_path):
     if not (REPO / SCORES_CHAIN).is_file():
         pytest.skip("reference models not found beside the repository")

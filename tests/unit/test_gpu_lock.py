@@ -195,3 +195,20 @@ def test_many_processes_nesting_holds_at_random_finish_and_never_share_a_timing(
         proc.join(10)
     assert finished == list(range(5))
     assert broken.value == 0, "a timing ran while another process held the GPU"
+
+
+def test_cuda_available_asks_a_fresh_interpreter_as_a_run_would_and_makes_no_lock_files(tmp_path, monkeypatch):
+    """What the web form goes by for device=cuda (webapp/runs/devices.py):
+    torch.cuda.is_available() of this machine, asked without importing
+    torch here and without making the GPU lock files probe() makes."""
+    import torch
+
+    from lego_core import gpu_lock, gpu_probe
+
+    monkeypatch.setenv(gpu_lock.LOCK_DIR_ENV, str(tmp_path / "locks"))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", f"probe-test-{tmp_path.name}")  # a fresh memo entry
+    hidden = gpu_probe.cuda_available()
+    assert hidden is False  # no device is visible by that name
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert gpu_probe.cuda_available() is torch.cuda.is_available()
+    assert not (tmp_path / "locks").exists()

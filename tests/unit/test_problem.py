@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from lego_core.problem import Problem, ProblemError, ProblemSpec, cast_input, load_problem, main, parse_overrides
-from lego_core.spec import DEVICES, DTYPE_NAMES
+from lego_core.spec import DEVICES, DTYPE_NAMES, UTF8_HINT, decode_source, syntax_error_text
 
 GOOD = """\
 import torch
@@ -344,11 +344,55 @@ def test_directory_instead_of_a_file(tmp_path):
 
 def test_file_that_is_not_utf8(tmp_path):
     path = tmp_path / "latin.py"
-    path.write_bytes(b"x = '\xff\xfe'\n")
+    path.write_bytes(b"import torch\n# caf\xe9\nx = 1\n")
     with pytest.raises(ProblemError) as info:
         load_problem(ProblemSpec(str(path)))
-    assert str(info.value).startswith("latin.py: cannot read the file")
-    assert "UTF-8" in info.value.hint
+    err = info.value
+    assert err.line == 2
+    assert str(err).startswith("latin.py:2: the file is not UTF-8 text: byte 0xe9 is not UTF-8 (the file was saved in "
+                               "another encoding, such as Latin-1 or Windows-1252). Fix: save the file as UTF-8")
+    assert "iconv -f LATIN1 -t UTF-8" in err.hint and "None" not in str(err)
+
+
+@pytest.mark.parametrize("data, line, says", [
+    ("import torch\n".encode("utf-16"), 1, "it is UTF-16 (it starts with a UTF-16 byte-order mark)"),
+    ("import torch\n".encode("utf-32"), 1, "it is UTF-32"),
+    ("x = 1\nimport torch\n".encode("utf-16-le"), 1, "it holds null bytes"),  # no mark: a NUL beside each letter
+    (b"x = 1\n\x00\x00\n", 2, "it holds null bytes, which Python source cannot"),
+    (b"x = 1\ny = 2\n\x80\n", 3, "byte 0x80 is not UTF-8"),
+], ids=["utf-16", "utf-32", "utf-16-no-mark", "null-bytes", "stray-byte"])
+def test_every_file_that_is_not_utf8_text_says_so_with_its_line(data, line, says):
+    with pytest.raises(ProblemError) as info:
+        decode_source(data, "/uploads/model.py")
+    err = info.value
+    assert err.line == line and str(err).startswith(f"model.py:{line}: the file is not UTF-8 text: ")
+    assert says in err.message and err.hint == UTF8_HINT
+
+
+def test_a_utf8_file_with_a_byte_order_mark_loads():
+    assert decode_source(b"\xef\xbb\xbfx = 1\n") == "x = 1\n"
+    assert decode_source("caf\u00e9 = 1\n".encode()) == "caf\u00e9 = 1\n"
+
+
+def test_no_error_without_a_line_prints_one():
+    """A SyntaxError Python gives no line (NUL bytes) and a ProblemError
+    without one: their text names no line, never "line None"."""
+    try:
+        compile("x = 1\n\x00\n", "m.py", "exec")
+    except SyntaxError as exc:
+        assert exc.lineno is None
+        assert syntax_error_text(exc) == "source code string cannot contain null bytes"
+    try:
+        compile("x = (\n", "m.py", "exec")
+    except SyntaxError as exc:
+        assert syntax_error_text(exc).startswith("line 1: ")
+    assert str(ProblemError("the file is empty", "/a/m.py", None, hint="add a Model.")) == "m.py: the file is empty. Fix: add a Model."
+    assert str(ProblemError("bad", "/a/m.py", 3)) == "m.py:3: bad."
+    from lego_core import host_allowlist, static_check
+
+    for check in (static_check.unsafe_host_code, host_allowlist.refusal):
+        said = check("x = 1\n\x00\n")
+        assert said == "source does not parse: source code string cannot contain null bytes", said
 
 
 def test_syntax_error_names_the_line(tmp_path):
@@ -368,10 +412,10 @@ def test_syntax_error_names_the_line(tmp_path):
     assert "syntax" in err.hint
 
 
-def test_null_bytes_are_a_syntax_error(tmp_path):
+def test_null_bytes_are_refused_as_not_text_on_their_line(tmp_path):
     path = tmp_path / "nul.py"
     path.write_bytes(b"import torch\nx = 1\0\n")
-    with pytest.raises(ProblemError, match="nul.py: syntax error"):
+    with pytest.raises(ProblemError, match="nul.py:2: the file is not UTF-8 text: it holds null bytes"):
         load_problem(ProblemSpec(str(path)))
 
 

@@ -10,6 +10,7 @@ for the redraw timing).
 """
 from __future__ import annotations
 
+import re
 import statistics
 from pathlib import Path
 
@@ -400,6 +401,52 @@ def test_subproblem_chart_legend_ticks_collapsed_rows_and_empty_state(page):
     assert len(big["ticks"]) >= 2 and not [t for t in big["ticks"] if "rotate" in t[1]], big["ticks"]
     hover = page.evaluate("() => document.getElementById('subs').data[0].text")
     assert "saves 0.018 ms, estimated by the cost model" in hover[0] and "10 sub-problems together" in hover[-1]
+
+
+# times in ms as the cost model and the GPU give them, and the text every page shows for each
+MS_TEXTS = [(0, "0"), (0.003, "0.003"), (0.00312, "0.00312"), (0.002, "0.002"), (0.0099, "0.0099"),
+            (0.01, "0.01"), (0.0123456, "0.0123"), (0.5, "0.5"), (1, "1"), (12.34, "12.3"), (99.97, "100"),
+            (1234.5, "1230"), (0.000123, "0.000123"), (4.567e-05, "4.57e-5"), (-0.0012, "-0.0012"), (7e-07, "7e-7")]
+
+
+def test_times_are_ms_in_every_view_with_the_servers_digits(page):
+    """Times are milliseconds everywhere (report.json's unit): the tree's
+    hover, the node panel and the charts never switch to µs for a
+    small kernel, and LEGO.msNumber writes a number as the server's
+    |ms_number filter does (the plan table, the summary, the compare page)."""
+    from webapp.runs.templatetags.run_format import ms, ms_number
+
+    values = [v for v, _ in MS_TEXTS]
+    assert [ms_number(v) for v in values] == [t for _, t in MS_TEXTS]
+    assert page.evaluate("(vs) => vs.map(v => LEGO.msNumber(v))", values) == [t for _, t in MS_TEXTS]
+    assert page.evaluate("(vs) => vs.map(v => LEGO.formatMs(v))", values) == [ms(v) for v in values]
+    assert page.evaluate("() => [LEGO.formatMs(null), LEGO.formatMs(undefined), LEGO.formatMs(NaN, '—')]") == ["?", "?", "—"]
+    assert ms(None) == "—"
+
+    page.evaluate(CHARTS, SMALL)  # or2's kernel: 0.005 ms against the library's 0.02 ms
+    page.evaluate("() => { T.view.redraw(); T.panel.show('or2'); }")
+    panel = page.inner_text("#node-panel")
+    assert "0.005 ms" in panel and "0.02 ms" in panel
+    hover = page.evaluate("""() => { const t = T.view.plot.data.find(t => t.name === 'OR nodes');
+                                     return t.hovertext[t.customdata.indexOf('or2')]; }""")
+    assert "best: 0.005 ms" in hover
+    bars = page.evaluate("() => document.getElementById('subs').data.map(t => t.text).flat().join(' ')")
+    speedup = page.evaluate("() => document.getElementById('speedup').data.map(t => t.text || t.hovertext || '').flat().join(' ')")
+    assert " ms" in bars and " ms" in speedup
+    for text in (panel, hover, bars, speedup):
+        assert not re.search(r"\d\s*(\u00b5|u)s\b", text), text
+    assert page.evaluate("() => document.getElementById('subs')._fullLayout.xaxis.exponentformat") == "none"
+
+
+def test_no_view_or_template_writes_another_time_unit():
+    """Kernel and plan times are formatted by LEGO.formatMs / |ms only: no
+    live-view script, template or presenter switches a time to µs."""
+    sources = [*LIVE.glob("*.js"), *(REPO / "webapp" / "runs" / "templates" / "runs").glob("*.html"),
+               REPO / "webapp" / "runs" / "presenters.py", REPO / "webapp" / "runs" / "report_html.py"]
+    for path in sources:
+        text = path.read_text()
+        for bad in ("\\u00b5s", "\u00b5s\"", "\u00b5s'", "&micro;", "* 1000).toPrecision", "|sig }} ms"):
+            assert bad not in text, f"{path.name} writes a time as {bad!r}"
 
 
 def test_run_failed_and_raw_events(page):

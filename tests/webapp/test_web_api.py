@@ -159,6 +159,10 @@ def test_an_api_path_without_its_slash_still_redirects_on_get_and_says_so_otherw
         ({"overrides": '{"2rows": 2}'}, "overrides", "is not a Python identifier"),
         ({"dtype": "fp64"}, "dtype", "Use one of: fp32, bf16, fp16."),
         ({"device": "tpu"}, "device", "Use one of: cpu, cuda."),
+        ({"content": b"rows = 4\n# caf\xe9\n"}, "model",
+         "scores.py:2: the file is not UTF-8 text: byte 0xe9 is not UTF-8 (the file was saved in another encoding, "
+         "such as Latin-1 or Windows-1252). Fix: save the file as UTF-8"),
+        ({"content": "rows = 4\n".encode("utf-16")}, "model", "scores.py:1: the file is not UTF-8 text: it is UTF-16"),
     ],
 )
 def test_invalid_uploads_get_400_saying_what_is_wrong_and_how_to_fix_it(api, good_model, queued, fields, field, expected):
@@ -170,6 +174,19 @@ def test_invalid_uploads_get_400_saying_what_is_wrong_and_how_to_fix_it(api, goo
     assert field in errors, errors
     assert any(expected in message for message in errors[field]), errors
     assert not Run.objects.exists() and queued == []
+
+
+@pytest.mark.django_db
+def test_cuda_on_a_server_whose_workers_have_no_gpu_is_a_400_before_any_run(api, good_model, queued, settings):
+    settings.LEGO_WORKER_CUDA = False
+    response = post_run(api, good_model, device="cuda")
+    assert response.status_code == 400, response.content
+    [message] = response.json()["errors"]["device"]
+    assert message.startswith("This server's run workers have no CUDA GPU (LEGO_WORKER_CUDA=0 says so)")
+    assert "Choose device cpu" in message
+    assert not Run.objects.exists() and queued == []
+    settings.LEGO_WORKER_CUDA = True
+    assert post_run(api, good_model, device="cuda").status_code == 201 and Run.objects.get().device == "cuda"
 
 
 @pytest.mark.django_db

@@ -10,7 +10,7 @@ from django.urls import reverse
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from lego_core.events import RunFinished, StageStarted
+from lego_core.events import RunFailed, RunFinished, StageStarted
 from webapp.runs import consumers, execution, heartbeat, lifecycle, queue
 from webapp.runs.models import Run
 from webapp.runs.tasks import optimize_run, reap
@@ -246,6 +246,34 @@ def test_cancelling_from_the_run_page(user_client, make_run, revokes, other_user
     assert user_client.post(reverse("runs:cancel", args=[theirs.id])).status_code == 404
     shared = user_client.get(reverse("runs:shared", args=[theirs.create_share_token()])).content.decode()
     assert 'id="run-cancel"' not in shared  # no controls on a shared page
+
+
+@pytest.mark.parametrize("end", [RunFinished(out_dir="out", summary={}),
+                                 RunFailed(error_type="ProblemError", message="model.py:6: syntax error.", line=6)],
+                         ids=["finished", "failed"])
+def test_a_run_whose_log_ended_offers_no_cancel_while_the_worker_saves_it(user_client, api, make_run, revokes,
+                                                                          sample_report, end):
+    """lego_core's end event is stored seconds before the run is saved as
+    ended (report.html is written first): a page rendered meanwhile shows no
+    Cancel button, and a cancel sent meanwhile (a page rendered earlier, the
+    API) is refused rather than turning the run's result or error into
+    "cancelled"."""
+    run = make_run(state="running", started_at=timezone.now())
+    recorder = execution.EventRecorder(run)
+    recorder(StageStarted(stage="search"))
+    page = user_client.get(reverse("runs:detail", args=[run.id])).content.decode()
+    assert 'id="run-cancel"' in page  # still going
+    recorder(end)  # the optimizer is done; the state is still "running"
+    assert Run.objects.get(pk=run.pk).state == "running"
+    page = user_client.get(reverse("runs:detail", args=[run.id])).content.decode()
+    assert 'id="run-state">running<' in page and 'id="run-cancel"' not in page and "run-cancel-form" not in page
+    said = user_client.post(reverse("runs:cancel", args=[run.id]), follow=True).content.decode()
+    assert "already ended" in said
+    assert api.post(reverse("api:cancel", args=[run.id])).status_code == 409
+    assert revokes == [] and Run.objects.get(pk=run.pk).state == "running"
+    if isinstance(end, RunFinished):
+        execution.finish(run, sample_report)  # the worker's save still lands
+        assert Run.objects.get(pk=run.pk).state == "finished"
 
 
 def test_cancelling_a_queued_run_from_its_page(user_client, make_run, revokes, fake_optimize):

@@ -27,6 +27,23 @@ def test_format_overrides_round_trips():
     assert split_overrides(format_overrides({"rows": 16, "eps": 1e-05})) == ["rows=16", "eps=1e-05"]
 
 
+@pytest.mark.parametrize("content, says", [
+    (b"import torch\n\nx = '\xff'\n", "model.py:3: the file is not UTF-8 text: byte 0xff is not UTF-8"),
+    ("import torch\n".encode("utf-16"), "model.py:1: the file is not UTF-8 text: it is UTF-16"),
+    (b"x = 1\n\x00\x00\n", "model.py:2: the file is not UTF-8 text: it holds null bytes"),
+])
+def test_a_file_that_is_not_utf8_text_is_refused_saying_so_and_how_to_convert_it(content, says):
+    form = form_with(content=content)
+    assert not form.is_valid()
+    message = " ".join(form.errors["upload"])
+    assert message.startswith(says) and "Fix: save the file as UTF-8" in message and "iconv" in message
+    assert "None" not in message
+
+
+def test_a_utf8_file_with_a_byte_order_mark_is_accepted():
+    assert form_with(content=b"\xef\xbb\xbfx = 1\n").is_valid()
+
+
 def test_valid_form_parses_overrides_into_numbers():
     form = form_with("rows=16\nscale=0.5, causal=true")
     assert form.is_valid(), form.errors
@@ -99,3 +116,56 @@ def test_an_llm_agent_is_refused_while_the_server_has_no_endpoint(monkeypatch):
     assert form("template").is_valid()
     monkeypatch.setenv("LEGO_LLM_API_KEY", "sk-test")
     assert form("llm").is_valid()
+
+
+@pytest.fixture
+def probe(monkeypatch):
+    """``probe(answer)``: what lego_core.gpu_probe.cuda_available answers
+    (this machine's CUDA); the calls it got are counted in ``probe.calls``."""
+    from lego_core import gpu_probe
+
+    calls = []
+
+    def install(answer):
+        monkeypatch.setattr(gpu_probe, "cuda_available", lambda: calls.append(1) or answer)
+        return calls
+
+    return install
+
+
+@pytest.mark.parametrize("configured, probed, refused, how", [
+    (False, None, True, "LEGO_WORKER_CUDA=0 says so"),
+    (True, False, False, ""),  # the operator says the (other machine's) workers have GPUs: this machine is not asked
+    (None, False, True, "torch.cuda.is_available() is False on this machine, where the run workers run"),
+    (None, True, False, ""),
+    (None, None, False, ""),  # the probe failed: nothing is refused, the run says what it finds
+], ids=["setting-no", "setting-yes", "probe-no", "probe-yes", "probe-failed"])
+def test_cuda_is_refused_up_front_where_the_run_workers_have_no_gpu(settings, probe, configured, probed, refused, how):
+    """A new user asked for device=cuda on a server without a GPU and the
+    run failed later; the form (and so the API) says it now, with what to
+    choose instead.  cpu is never refused and never probes."""
+    settings.LEGO_WORKER_CUDA = configured
+    calls = probe(probed)
+    form = form_with(device="cuda")
+    assert form.is_valid() is not refused, form.errors
+    if refused:
+        message = " ".join(form.errors["device"])
+        assert message.startswith(f"This server's run workers have no CUDA GPU ({how}), so a cuda run would only fail")
+        assert "Choose device cpu" in message and "LEGO_WORKER_CUDA=1" in message
+    assert len(calls) == (1 if configured is None else 0)
+    calls.clear()
+    assert form_with(device="cpu").is_valid() and calls == []
+
+
+def test_the_setting_reads_the_environment(monkeypatch):
+    import importlib
+
+    import webapp.config.settings.base as base
+
+    try:
+        for value, expected in (("", None), ("auto", None), ("0", False), ("no", False), ("1", True), ("yes", True)):
+            monkeypatch.setenv("LEGO_WORKER_CUDA", value)
+            assert importlib.reload(base).LEGO_WORKER_CUDA is expected, value
+    finally:
+        monkeypatch.delenv("LEGO_WORKER_CUDA")
+        importlib.reload(base)

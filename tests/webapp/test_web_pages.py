@@ -138,6 +138,20 @@ def test_owner_page_of_a_finished_run_links_zip_and_report_and_keeps_the_plan(us
     assert 'id="run-speedup-live"' in page and "2.16×" in page
 
 
+@pytest.mark.parametrize("state, words", [
+    ("finished", "first after 0.40 s, final after 2.50 s of the search"),
+    ("running", "first after 0.40 s, best so far after 2.50 s of the search"),
+    ("failed", "first after 0.40 s, best after 2.50 s of the search (no final plan: the run ended without one)"),
+])
+def test_the_plans_line_says_final_only_for_a_finished_run(user_client, make_run, sample_report, state, words):
+    metrics = dict(sample_report["metrics"], time_to_first_plan_s=0.4, time_to_final_plan_s=2.5)
+    run = make_run(state=state, report=dict(sample_report, metrics=metrics))
+    page = page_of(user_client.get(reverse("runs:detail", args=[run.id])))
+    line = re.search(r'<dd id="run-plan-times"([^>]*)>(.*?)</dd>', page, re.S)
+    assert line.group(2) == words
+    assert ('data-final="2.5"' in line.group(1)) == (state == "finished") and 'data-best="2.5"' in line.group(1)
+
+
 def test_shared_page_is_read_only_and_works_logged_out(client, make_run, sample_report):
     run = make_run(state="finished", report=sample_report)
     token = run.create_share_token()
@@ -702,6 +716,58 @@ def test_run_page_stops_following_when_the_share_link_is_revoked(running_run_pag
         page.wait_for_timeout(800)
         assert elapsed() == stopped and page.locator("#run-elapsed").get_attribute("data-seconds") == f"{stopped:.1f}"
         assert page.evaluate("() => sockets.length") == 1  # no reconnect
+        assert page.lego_log["errors"] == []
+    finally:
+        page.context.close()
+
+
+@pytest.mark.browser
+def test_the_cancel_button_goes_when_the_end_event_arrives_not_when_the_state_follows(running_run_page, browser):
+    """The log's run_finished arrives while the database still says
+    "running" (the worker saves the result for seconds, then the stream
+    says "end" and the page reloads): the Cancel button is hidden and
+    disabled at once, and a later "running" from the stream brings back
+    neither the button nor the state."""
+    path, page_html = running_run_page
+    assert 'id="run-cancel"' in page_html
+    page = run_page_in_browser(browser, page_html, path)
+    try:
+        events = wire_events(sample_events())
+        cancel = page.locator("#run-cancel")
+        page.evaluate("m => sockets[0].serverSends(m)", {"type": "events", "state": "running", "events": events[:-1]})
+        assert cancel.is_visible() and cancel.is_enabled()
+        # run_finished, sent with the database's state of that moment; no waiting for a render
+        hidden = page.evaluate("""m => { sockets[0].serverSends(m);
+            const b = document.getElementById('run-cancel');
+            return [document.getElementById('run-cancel-form').hidden, b.disabled, b.offsetParent === null,
+                    document.getElementById('run-state').textContent]; }""",
+                               {"type": "events", "state": "running", "events": events[-1:]})
+        assert hidden == [True, True, True, "finished"]
+        page.evaluate("m => sockets[0].serverSends(m)", {"type": "state", "state": "running", "last_seq": len(events)})
+        page.wait_for_timeout(300)  # past a render
+        assert cancel.is_hidden() and cancel.is_disabled()
+        assert page.locator("#run-state").inner_text() == "finished"
+        assert page.lego_log["errors"] == []
+    finally:
+        page.context.close()
+
+
+@pytest.mark.browser
+def test_the_plan_times_say_best_so_far_while_running_and_final_once_finished(running_run_page, browser):
+    path, page_html = running_run_page
+    page = run_page_in_browser(browser, page_html, path)
+    try:
+        events = wire_events(sample_events())
+        times = page.locator("#run-plan-times")
+        page.evaluate("m => sockets[0].serverSends(m)", {"type": "events", "state": "running", "events": events[:-1]})
+        page.wait_for_function("() => document.getElementById('run-plan-times').dataset.best")
+        # the plans at 1.1 s and 2.5 s of the run; its first improvement is the 2.5 s one
+        assert times.inner_text() == "first after 1.50 s, best so far after 1.50 s of the search"
+        assert "final" not in times.inner_text() and times.get_attribute("data-final") == ""
+        page.evaluate("m => sockets[0].serverSends(m)", {"type": "events", "state": "running", "events": events[-1:]})
+        page.wait_for_function("() => document.getElementById('run-plan-times').dataset.final")
+        assert times.inner_text() == "first after 1.50 s, final after 1.50 s of the search"
+        assert float(times.get_attribute("data-final")) == pytest.approx(1.5)
         assert page.lego_log["errors"] == []
     finally:
         page.context.close()

@@ -1,4 +1,5 @@
 """Views: login, upload, run page, JSON endpoints, zip download."""
+import html
 import io
 import json
 import zipfile
@@ -73,7 +74,26 @@ def test_constants_endpoint_reads_the_file_without_running_it(user_client):
     assert got == {"constants": [{"name": "rows", "value": 8}, {"name": "eps", "value": 1e-5},
                                  {"name": "flag", "value": True}, {"name": "neg", "value": -2}]}
     bad = user_client.post(reverse("runs:constants"), {"upload": SimpleUploadedFile("m.py", b"def (:\n")})
-    assert bad.status_code == 400 and "does not parse" in bad.json()["error"]
+    assert bad.status_code == 400 and bad.json()["error"].startswith("The file does not parse: line 1: ")
+
+
+@pytest.mark.parametrize("content, says", [
+    ("rows = 4\n".encode("utf-16"), "m.py:1: the file is not UTF-8 text: it is UTF-16"),  # was "line None: ... null bytes"
+    (b"rows = 4\n\x00\n", "m.py:2: the file is not UTF-8 text: it holds null bytes"),
+    (b"rows = 4\n# \xe9\n", "m.py:2: the file is not UTF-8 text: byte 0xe9 is not UTF-8"),
+])
+def test_a_file_that_is_not_utf8_says_so_on_the_form_never_line_none(user_client, content, says):
+    """The constants the form reads as soon as a file is chosen, then the
+    form's submit: both say the file is not UTF-8 text and how to convert it."""
+    got = user_client.post(reverse("runs:constants"), {"upload": SimpleUploadedFile("m.py", content)})
+    error = got.json()["error"]
+    assert got.status_code == 400 and error.startswith(says) and "Fix: save the file as UTF-8" in error
+    assert "None" not in error
+    page = user_client.post(reverse("runs:new"), {"upload": SimpleUploadedFile("m.py", content), "overrides": "",
+                                                   "dtype": "fp32", "device": "cpu"})
+    assert page.status_code == 200 and not Run.objects.exists()
+    text = html.unescape(page.content.decode())
+    assert says in text and "line None" not in text
 
 
 def test_new_run_form_offers_the_reference_models(user_client, shared_models):

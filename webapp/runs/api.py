@@ -330,7 +330,7 @@ class RunCancel(RunAPIView):
         if not lifecycle.cancel_run(run):
             run.refresh_from_db()
             return Response(
-                {"detail": f"This run already ended ({run.state}); only a queued or running run can be cancelled.",
+                {"detail": f"This run already ended ({run.how_ended}); only a queued or running run can be cancelled.",
                  "state": run.state},
                 status=status.HTTP_409_CONFLICT,
             )

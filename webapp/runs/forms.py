@@ -12,7 +12,22 @@ from django.utils.text import get_valid_filename
 
 from lego_core import ProblemError, parse_overrides
 from lego_core.overrides import file_constants
+from lego_core.spec import decode_source
 from webapp.runs.models import Run
+
+
+def source_text(upload) -> str:
+    """The uploaded file's text (``lego_core.spec.decode_source``: UTF-8 with
+    no null byte); a ValidationError that says what is wrong, on which line
+    and how to convert the file, for anything else.  The file is left at
+    its start."""
+    upload.seek(0)
+    data = upload.read()
+    upload.seek(0)
+    try:
+        return decode_source(data, get_valid_filename(Path(upload.name).name))
+    except ProblemError as exc:
+        raise forms.ValidationError(str(exc), code="not_utf8") from None
 
 
 def split_overrides(text: str) -> list[str]:
@@ -52,6 +67,17 @@ class RunForm(forms.ModelForm):
                 "where the agents worker starts; README, LLM agents). Choose the template agent.")
         return agent
 
+    def clean_device(self) -> str:
+        """The device; ``cuda`` is refused up front where the run workers have
+        no CUDA GPU (``devices.cuda_refusal``), not when the run fails later."""
+        from webapp.runs import devices
+
+        device = self.cleaned_data.get("device") or "cpu"
+        refusal = devices.cuda_refusal() if device == "cuda" else None
+        if refusal:
+            raise forms.ValidationError(refusal, code="no_cuda")
+        return device
+
     class Meta:
         model = Run
         fields = ["upload", "overrides", "dtype", "device", "agent"]
@@ -64,6 +90,7 @@ class RunForm(forms.ModelForm):
             raise forms.ValidationError("Upload a Python file (.py).")
         if upload.size > settings.LEGO_MAX_UPLOAD_BYTES:
             raise forms.ValidationError(f"The file is larger than {settings.LEGO_MAX_UPLOAD_BYTES // 1000} kB.")
+        source_text(upload)  # not UTF-8 text: refused now, with the line and the fix, not after a run
         return upload
 
     def clean_overrides(self) -> dict:

@@ -101,7 +101,12 @@ def cancel_run(run: Run) -> bool:
     running run's pool process is terminated, which frees its worker within
     seconds (Celery's revoke, and the run's heartbeat within
     ``LEGO_HEARTBEAT_S`` as a backstop).  Returns False when the run had
-    already ended."""
+    already ended, in its state or in its event log (the optimizer sent
+    ``run_finished``/``run_failed`` and the worker is saving the result: a
+    cancel now would replace a finished run's result, or a failed run's
+    error, with "cancelled")."""
+    if run.log_has_ended():
+        return False
     was = Run.objects.filter(pk=run.pk).values_list("state", flat=True).first()
     if not end_run(run.pk, Run.State.CANCELLED, CANCELLED_MESSAGE, CANCELLED_TYPE):
         return False

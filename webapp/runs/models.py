@@ -116,6 +116,24 @@ class Run(models.Model):
     def is_active(self) -> bool:
         return self.state in self.ACTIVE_STATES
 
+    # the optimizer's last event (``lifecycle.end_run`` writes run_failed too)
+    END_EVENT_TYPES = ("run_finished", "run_failed")
+
+    def log_has_ended(self) -> bool:
+        """Whether the run's event log already ends with ``run_finished`` or
+        ``run_failed``.  The log runs ahead of ``state``: lego_core's end
+        event is stored, then the worker writes report.html and saves the
+        result (seconds), and only then is the run saved as ended;
+        meanwhile the run is over but ``state`` still says ``running``."""
+        last = RunEvent.objects.filter(run_id=self.pk).order_by("-seq").values_list("type", flat=True).first()
+        return last in self.END_EVENT_TYPES
+
+    @property
+    def how_ended(self) -> str:
+        """What a refused cancel says: the ended state, or, for a run whose
+        log ended while it is still being saved, that."""
+        return self.state if not self.is_active else "the optimizer is done and its result is being saved"
+
     def create_share_token(self) -> str:
         """Give the run a new unguessable share token (replacing any old one)."""
         self.share_token = secrets.token_urlsafe(32)

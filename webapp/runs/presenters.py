@@ -20,6 +20,13 @@ def last_event_seq(run_id) -> int:
     return RunEvent.objects.filter(run_id=run_id).order_by("-seq").values_list("seq", flat=True).first() or 0
 
 
+def can_cancel(run: Run) -> bool:
+    """A Cancel button makes sense: the run is queued or running and its
+    log has not ended (a run whose optimizer already sent its end event is
+    over, even while the worker still saves its result)."""
+    return run.is_active and not run.log_has_ended()
+
+
 def websocket_path(run: Run) -> str:
     """Path of the run's event stream (``consumers.RunEventsConsumer``);
     the client adds ``?after=<seq>`` and, on a shared page, ``&share=<token>``."""
@@ -49,7 +56,7 @@ def run_page_context(run: Run, request, share_token: str | None = None) -> dict[
             "create_url": reverse("runs:share-create", args=[run.id]),
             "revoke_url": reverse("runs:share-revoke", args=[run.id]),
         }
-    cancel_url = reverse("runs:cancel", args=[run.id]) if not shared and run.is_active else ""
+    cancel_url = reverse("runs:cancel", args=[run.id]) if not shared and can_cancel(run) else ""
     return {
         "run": run,
         "error_message": shown_error_message(run),

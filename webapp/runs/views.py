@@ -17,6 +17,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.datastructures import MultiValueDict
 from django.views.decorators.http import require_GET, require_POST
 
+from lego_core.spec import syntax_error_text
 from webapp.runs import downloads, forms, lifecycle, presenters, queue
 from webapp.runs.forms import RunForm
 from webapp.runs.models import Run
@@ -104,9 +105,11 @@ def run_constants(request):
         return JsonResponse({"error": "Choose a Python file (.py) of at most "
                              f"{settings.LEGO_MAX_UPLOAD_BYTES // 1000} kB."}, status=400)
     try:
-        found = forms.constants_of(upload.read().decode("utf-8", errors="replace"), strict=True)
-    except SyntaxError as exc:
-        return JsonResponse({"error": f"The file does not parse: line {exc.lineno}: {exc.msg}."}, status=400)
+        found = forms.constants_of(forms.source_text(upload), strict=True)
+    except ValidationError as exc:  # not UTF-8 text
+        return JsonResponse({"error": " ".join(exc.messages)}, status=400)
+    except SyntaxError as exc:  # Python may give no line: then none is named
+        return JsonResponse({"error": f"The file does not parse: {syntax_error_text(exc)}."}, status=400)
     return JsonResponse({"constants": found})
 
 
@@ -156,7 +159,7 @@ def run_cancel(request, run_id):
         messages.info(request, "The run was cancelled.")
     else:
         run.refresh_from_db()
-        messages.info(request, f"The run had already ended ({run.state}); nothing to cancel.")
+        messages.info(request, f"The run had already ended ({run.how_ended}); nothing to cancel.")
     return redirect("runs:detail", run_id=run.id)
 
 

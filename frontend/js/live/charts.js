@@ -155,7 +155,7 @@
       const text = points.map(
         (p) =>
           `${p.initial ? "library plan" : "improved"}: ${p.y.toFixed(3)}× (${p.measured ? "measured" : "estimated"})` +
-          (p.costMs !== null && p.baselineMs !== null ? `<br>${LEGO_sig(p.costMs)} ms vs ${LEGO_sig(p.baselineMs)} ms` : "")
+          (p.costMs !== null && p.baselineMs !== null ? `<br>${LEGO.formatMs(p.costMs)} vs ${LEGO.formatMs(p.baselineMs)}` : "")
       );
       // the step line runs on to the latest event (or the end of the run)
       const endX = sinceStart(h.endedTs || h.lastTs, timeOrigin(this.model));
@@ -236,7 +236,8 @@
         font: FONT,
         bargap: 0.3,
         xaxis: { title: { text: "ms saved (+) or lost (−) against the library", font: { size: 11, color: "#667085" } },
-                 zeroline: true, zerolinecolor: "#98a2b3", tickangle: 0, nticks: 6 },
+                 zeroline: true, zerolinecolor: "#98a2b3", tickangle: 0, nticks: 6,
+                 exponentformat: "none" },  // ms in plain decimals: Plotly's default would write 0.00002 ms as "20µ"
         yaxis: { tickvals: rows.map((_, i) => i), ticktext: rows.map((r) => r.short), autorange: "reversed", automargin: true },
         showlegend: true,
         legend: { orientation: "h", x: 0, y: 1.02, xanchor: "left", yanchor: "bottom" },
@@ -259,8 +260,8 @@
         "estimated by the cost model (no GPU timing" + (r.measured || r.baselineMeasured ? " for one of the two" : "") + ")");
       const hover = (r) =>
         `${r.label}<br>${r.group ? `${r.count} sub-problems together` : r.triton ? "Triton kernel" : "library (kept)"}: ` +
-        `${LEGO_sig(r.chosenMs)} ms vs library ${LEGO_sig(r.baselineMs)} ms<br>` +
-        `${r.savedMs >= 0 ? "saves" : "loses"} ${LEGO_sig(Math.abs(r.savedMs))} ms, ${source(r)}`;
+        `${LEGO.formatMs(r.chosenMs)} vs library ${LEGO.formatMs(r.baselineMs)}<br>` +
+        `${r.savedMs >= 0 ? "saves" : "loses"} ${LEGO.formatMs(Math.abs(r.savedMs))}, ${source(r)}`;
       const bars = (name, subset, measured) => ({
         type: "bar",
         orientation: "h",
@@ -314,10 +315,6 @@
     if (rest.length) rows.push(row(`${rest.length} other sub-problems`, rest, true));
     rows.forEach((r, i) => (r.index = i));
     return rows;
-  }
-
-  function LEGO_sig(x) {
-    return Number(x.toPrecision(3)).toString();
   }
 
   Charts.chosenItems = chosenItems;

@@ -11,6 +11,12 @@
 // stage shows the final one, not the replay's "construct" or "search 0/690".
 // stopFollowing(reason) (the stream was refused: 4403/4404): the clock stops,
 // the state stays the last known one, marked "stopped following".
+// The Cancel button (#run-cancel-form) is hidden and disabled as soon as the
+// run has ended: the stream says so, or the log's run_finished/run_failed
+// arrived (the database still says "running" while the worker saves the
+// result); it never comes back.  The state only moves forward: a stream
+// message read from the database before it caught up with the log's end
+// does not turn "finished" back into "running".
 (function () {
   "use strict";
   const LEGO = (window.LEGO = window.LEGO || {});
@@ -85,6 +91,8 @@
     // the run is no longer active.
     setState(state) {
       if (!state) return;
+      // never back from an ended state to an active one
+      if (RANK[this.state] === 3 && ACTIVE.has(state)) return;
       this.state = state;
       if (state !== "queued") this.setQueuePosition(null);
       const el = this.el("run-state");
@@ -99,6 +107,21 @@
         this.timer = null;
         this.renderElapsed();
       }
+      this.renderControls();
+    }
+
+    // Whether the run has ended: its state, or the end event in the log.
+    ended() {
+      return (!ACTIVE.has(this.state) && !!RANK[this.state]) || !!(this.model && this.model.ended);
+    }
+
+    // The owner's Cancel button: gone once the run has ended.
+    renderControls() {
+      const form = this.el("run-cancel-form");
+      if (!form || !this.ended()) return;
+      form.hidden = true;
+      const button = this.el("run-cancel");
+      if (button) button.disabled = true;
     }
 
     // The replay of an ended run's log has caught up: show the model's numbers.
@@ -138,6 +161,7 @@
       const h = (this.model && this.model.header) || {};
       // the events only move the state forward (queued -> running -> finished/failed)
       if (h.state && (RANK[h.state] || 0) > (RANK[this.state] || 0)) this.setState(h.state);
+      this.renderControls();
       const set = (id, text) => {
         const el = this.el(id);
         if (el && el.textContent !== text) el.textContent = text;
@@ -169,10 +193,13 @@
       if (items !== null) set("run-subproblems", String(items));
       const times = Header.planTimes(this.model);
       if (times) {
-        set("run-plan-times", `first after ${times.first.toFixed(2)} s, final after ${times.final.toFixed(2)} s of the search`);
+        const outcome = this.model.finished || this.state === "finished" ? "finished" : this.ended() ? "ended" : "active";
+        set("run-plan-times", Header.describePlanTimes(times, outcome));
         const el = this.el("run-plan-times");
         el.dataset.first = String(times.first);
-        el.dataset.final = String(times.final);
+        el.dataset.best = String(times.final);
+        // "final" only once the run finished: until then it is the best so far
+        el.dataset.final = outcome === "finished" ? String(times.final) : "";
       }
       let stage = h.stage || (ACTIVE.has(this.state) ? (this.state === "queued" ? "waiting for a worker" : "starting") : "—");
       if (h.stage && h.total) stage += ` ${h.done || 0}/${h.total}`;
@@ -192,7 +219,7 @@
         if (detail) {
           detail.textContent =
             has && typeof h.costMs === "number" && typeof h.baselineMs === "number"
-              ? ` (${LEGO.Header.sig(h.costMs)} ms vs ${LEGO.Header.sig(h.baselineMs)} ms)`
+              ? ` (${LEGO.formatMs(h.costMs)} vs ${LEGO.formatMs(h.baselineMs)} eager)`
               : "";
         }
       }
@@ -238,11 +265,17 @@
     return { first: first, final: final };
   };
 
-  // Three significant digits, like the server's |sig filter.
-  Header.sig = function (x) {
-    if (typeof x !== "number" || !isFinite(x)) return "—";
-    return Number(x.toPrecision(3)).toString();
+  // The summary's "Plans" line (the server's _run_summary.html says the
+  // same): the last better plan is "final" only once the run finished; while
+  // it runs it is the best so far, and a failed or cancelled run has none.
+  Header.describePlanTimes = function (times, outcome) {
+    const first = `first after ${times.first.toFixed(2)} s`;
+    const last = times.final.toFixed(2);
+    if (outcome === "finished") return `${first}, final after ${last} s of the search`;
+    if (outcome === "active") return `${first}, best so far after ${last} s of the search`;
+    return `${first}, best after ${last} s of the search (no final plan: the run ended without one)`;
   };
+
   Header.formatDuration = formatDuration;
 
   LEGO.Header = Header;

@@ -39,11 +39,9 @@
     return e;
   }
 
+  // milliseconds, as everywhere on the page (LEGO.formatMs, run_model.js)
   function fmtMs(ms) {
-    if (ms === null || ms === undefined) return "?";
-    if (ms === 0) return "0 ms";
-    if (ms < 0.01) return (ms * 1000).toPrecision(3) + " \u00b5s";
-    return ms.toPrecision(3) + " ms";
+    return LEGO.formatMs(ms);
   }
 
   function fmtShapes(shapes) {

@@ -699,4 +699,26 @@
 
   RunModel.STATES = ["pending", "unexplored", "running", "verified", "failed", "library", "chosen"];
   LEGO.RunModel = RunModel;
+
+  /* Times are shown in milliseconds everywhere (report.json's *_ms fields),
+   * never switched to µs: LEGO.msNumber(0.00312) is "0.00312", the same text
+   * as the server's |ms_number filter (webapp/runs/templatetags/run_format.py)
+   * for the same number; LEGO.formatMs adds " ms". Three significant digits,
+   * plain decimals from 1e-4 on, "1.23e-5" below; null for a non-number
+   * (formatMs: `missing`, default "?"). */
+  LEGO.msNumber = function (x) {
+    if (typeof x !== "number" || !isFinite(x)) return null;
+    if (x === 0) return "0";
+    if (Math.abs(x) < 1e-4) {
+      var parts = x.toExponential(2).split("e");
+      return Number(parts[0]) + "e" + Number(parts[1]);
+    }
+    var r = Number(x.toPrecision(3));
+    var text = r.toFixed(Math.max(0, 2 - Math.floor(Math.log10(Math.abs(r)))));
+    return text.indexOf(".") >= 0 ? text.replace(/0+$/, "").replace(/\.$/, "") : text;
+  };
+  LEGO.formatMs = function (x, missing) {
+    var text = LEGO.msNumber(x);
+    return text === null ? (missing === undefined ? "?" : missing) : text + " ms";
+  };
 })();

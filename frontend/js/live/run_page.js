@@ -115,7 +115,11 @@
     }
 
     apply(events) {
+      const wasEnded = this.model.ended;
       this.model.applyAll(events);
+      // the log's end (run_finished / run_failed): the header says so now,
+      // not at the next render, and the Cancel button goes at once
+      if (this.model.ended && !wasEnded) this.header.update();
       // replaying the log of a run that had ended when the page was
       // rendered: a few large batches, each drawn at once, so the page
       // shows every event it holds (LEGO.stream.lastSeq) without a delay

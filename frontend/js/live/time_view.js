@@ -38,10 +38,9 @@
     return String(s == null ? "" : s).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
   }
 
+  // milliseconds, as everywhere on the page (LEGO.formatMs, run_model.js)
   function fmtMs(ms) {
-    if (ms === null || ms === undefined || !isFinite(ms)) return "?";
-    if (ms < 0.01) return (ms * 1000).toPrecision(3) + " \u00b5s";
-    return ms.toPrecision(3) + " ms";
+    return LEGO.formatMs(ms);
   }
 
   function fmtX(x) {

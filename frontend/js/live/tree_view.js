@@ -96,11 +96,9 @@
     return s.length > max ? s.slice(0, max - 1) + "\u2026" : s;
   }
 
+  // milliseconds, as everywhere on the page (LEGO.formatMs, run_model.js)
   function fmtMs(ms) {
-    if (ms === null || ms === undefined) return "?";
-    if (ms === 0) return "0 ms";
-    if (ms < 0.01) return (ms * 1000).toPrecision(3) + " \u00b5s";
-    return ms.toPrecision(3) + " ms";
+    return LEGO.formatMs(ms);
   }
 
   function webglAvailable() {

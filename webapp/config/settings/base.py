@@ -42,6 +42,13 @@ Environment variables:
   ``LEGO_REAP_EVERY_S`` (15): how often a running run's task writes its
   heartbeat, how old a heartbeat may get before the reaper (a Celery beat
   task) fails the run, and how often the reaper looks.
+- ``LEGO_WORKER_CUDA``: whether the run workers have a CUDA GPU, so that
+  the form and the API refuse ``device=cuda`` up front where they have none
+  (``runs/devices.py``): ``1`` yes, ``0`` no; unset (or ``auto``) means the
+  workers run on this machine, as with ``make run`` and the Docker image,
+  and this machine is asked (``lego_core.gpu_probe.cuda_available``: a fresh
+  interpreter, once per web process, on the first ``cuda`` upload).  Set it
+  where the web server and the GPU workers are different machines.
 - ``LEGO_MAX_RUNS_IN_FLIGHT``: runs one user may have queued or running at
   once (default 2); a further upload is refused with a message.
 - ``DJANGO_DEBUG``, ``DJANGO_ALLOWED_HOSTS``, ``DJANGO_STATIC_ROOT``.
@@ -288,6 +295,10 @@ LEGO_RESEND_QUEUED_S = float(env("LEGO_RESEND_QUEUED_S", "300"))
 # runs one user may have queued or running at once; more are refused with a
 # message (so one user's runs cannot fill the queue before another's)
 LEGO_MAX_RUNS_IN_FLIGHT = int(env("LEGO_MAX_RUNS_IN_FLIGHT", "2"))
+# whether the run workers have a CUDA GPU: True, False, or None (they run on
+# this machine: ask it; runs/devices.py)
+_worker_cuda = (env("LEGO_WORKER_CUDA", "auto") or "auto").lower()
+LEGO_WORKER_CUDA = None if _worker_cuda == "auto" else _worker_cuda in ("1", "true", "yes", "on")
 # Celery's limits on the run task, past lego_core's own (the run's timeout
 # plus the file's load limit): the soft one raises in the task (the run
 # fails with a message), the hard one kills the pool process (the run is
