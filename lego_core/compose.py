@@ -210,6 +210,8 @@ def model_source(graph: Graph, items: list[OrNode], problem, run_id: str, kernel
     parts.append(f"# the structure forward returns its tensors in (torch.utils._pytree; None: one tensor)\nOUTPUT_SPEC = {output_spec_text(graph)!r}\n")
     parts.append("# plain attributes of the model's modules when it was captured (module path, name, value): torch.export baked them in\n"
                  f"BAKED_ATTRIBUTES = {baked_attributes(problem.model)!r}\n")
+    parts.append("# plain tensor attributes the plan reads as constants (module path, name, constant): a change runs the original forward\n"
+                 f"CONSTANT_ATTRIBUTES = {constant_attributes(graph, problem.model)!r}\n")
     parts.append(f"PLAN_DEVICE = {spec.device!r}\n")
     parts.append(launch_line(launch or DEFAULT_LAUNCH))
     parts.append(CHECKS)
@@ -246,6 +248,26 @@ def baked_attributes(model: torch.nn.Module) -> tuple:
                     continue  # NaN never equals itself: not checkable, and rare as a setting
                 baked.append((path, name, tuple(value) if isinstance(value, list) else value))
     return tuple(baked)
+
+
+def constant_attributes(graph: Graph, model: torch.nn.Module) -> tuple:
+    """``((module path, name, constant placeholder), ...)``: the constants of
+    the captured graph (saved in constants.pt) that are plain tensor
+    attributes of ``model`` (``self.mask = torch.tril(...)``).  ``ModelNew``
+    checks them on every call (``lego_runtime.BoundTensors.constants_fit``):
+    reassigned or edited in place, the plan's saved copy is stale, and the
+    original forward runs instead, with a warning."""
+    modules = dict(model.named_modules())
+    found = []
+    for node in graph.placeholders:
+        src = graph.sources[node.name]
+        if src.kind != "constant" or not src.target:
+            continue
+        path, _, name = str(src.target).rpartition(".")
+        module = modules.get(path)
+        if module is not None and isinstance(vars(module).get(name), torch.Tensor):
+            found.append((path, name, node.name))
+    return tuple(found)
 
 
 def _reference_lines(overrides: dict, run_id: str) -> str:
@@ -342,6 +364,7 @@ def _model_class(graph: Graph, user_inputs: list[fx.Node], is_tensor: list[bool]
         '    lego_channels_last = LAUNCH.get("channels_last", False)',
         f"    _lego_bound_dtypes = {tuple(str(value_info(n).dtype) if value_info(n) is not None else '' for n in bound)!r}  # what the plan was made for",
         "    _lego_baked = BAKED_ATTRIBUTES",
+        "    _lego_constant_attributes = CONSTANT_ATTRIBUTES",
         "    _lego_plan_device = PLAN_DEVICE",
         "",
         "    def __init__(self, *args, **kwargs):",

@@ -294,6 +294,13 @@ def _check_output_structure(out: Any, path: str) -> None:
                            "tensors only.", path, hint=OUTPUT_HINT)
     if not leaves:
         raise ProblemError(f"Model.forward returned an empty {kind}: there is no tensor to optimize.", path, hint=OUTPUT_HINT)
+    try:  # ModelNew rebuilds the structure from this text (compose.output_spec_text)
+        torch.utils._pytree.treespec_dumps(torch.utils._pytree.tree_flatten(out)[1])
+    except Exception:  # noqa: BLE001 - a namedtuple or another container type that cannot be written down
+        what = f"the namedtuple {kind}" if hasattr(out, "_fields") else f"a {kind} holding a namedtuple or another container type"
+        raise ProblemError(f"Model.forward returned {what}, which LEGO cannot rebuild in the optimized model: it returns plain "
+                           "tuples, lists and dicts of tensors.", path, hint="return a plain tuple or dict (tuple(out) or out._asdict() for a "
+                           "namedtuple).") from None
 
 
 def _check_forward(problem: Problem) -> None:

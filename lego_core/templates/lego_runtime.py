@@ -96,6 +96,9 @@ class BoundTensors(_Cache):
         self._attributes_changed = ""
         self._attribute_slots = ()
         self._attribute_values = ()
+        self._constants_key = None
+        self._constant_slots = ()
+        self._constants_changed = ""
 
     def get(self, model, device) -> tuple:
         """The bound tensors for inputs on ``device``."""
@@ -150,14 +153,50 @@ class BoundTensors(_Cache):
             return _changed_attribute(model, baked)
         return ""
 
+    def constants_fit(self, model) -> str:
+        """``""`` while every plain tensor attribute the plan reads as a saved
+        constant (``model._lego_constant_attributes``: module path, name,
+        constant) holds the values the plan was optimized with, else the
+        first that changed, as ``"path.name"`` (reassigned, edited in place,
+        deleted).  Per call: an identity and a version-counter check each;
+        the values are compared again (``torch.equal``) only after one moved."""
+        specs = getattr(model, "_lego_constant_attributes", ())
+        if not specs:
+            return ""
+        if self._constants_key == GENERATION[0] and all(
+                d.get(n, _MISSING) is t and _version_of(t) == v for d, n, t, v in self._constant_slots):
+            return self._constants_changed
+        modules = dict(model.named_modules())
+        slots, changed = [], ""
+        for path, name, constant in specs:
+            slot = vars(modules[path]) if path in modules else {}
+            now = slot.get(name, _MISSING)
+            saved = model._lego_constants[constant]
+            same = (isinstance(now, torch.Tensor) and now.shape == saved.shape and now.dtype == saved.dtype
+                    and torch.equal(now.detach().to(saved.device), saved))
+            if not same and not changed:
+                changed = f"{path}.{name}" if path else name
+            slots.append((slot, name, now, _version_of(now)))
+        self._constant_slots, self._constants_changed, self._constants_key = tuple(slots), changed, GENERATION[0]
+        return changed
+
     def invalidate(self) -> None:
         """Resolve again on the next call."""
         self._key = None
         self._submodules_key = None
         self._attributes_key = None
+        self._constants_key = None
 
 
 _MISSING = object()
+
+
+def _version_of(value):
+    """A tensor's version counter (bumped by every in-place write), None for anything else."""
+    try:
+        return value._version if isinstance(value, torch.Tensor) else None
+    except RuntimeError:  # an inference-mode tensor keeps none
+        return None
 
 
 def _same(now, value) -> bool:
@@ -239,6 +278,11 @@ def forward_mode(model, inputs) -> str:
         warnings.warn(f"LEGO: the model's parameters are {', '.join(got)} and the plan was optimized for {', '.join(want)}: "
                       f"running the original forward (build it as the file's docstring says, "
                       f"ModelNew(...).to(device, dtype), or optimize again for this dtype)", stacklevel=3)
+        return "original"
+    changed_tensor = model._lego_bound.constants_fit(model)
+    if changed_tensor:
+        warnings.warn(f"LEGO: the tensor {changed_tensor} changed after the model was optimized and the plan reads the "
+                      "values it had then: running the original forward (optimize again with the new values)", stacklevel=3)
         return "original"
     changed = model._lego_bound.attributes_fit(model)
     if changed:

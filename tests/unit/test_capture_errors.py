@@ -240,3 +240,37 @@ def test_on_a_gpu_a_model_with_plain_tensor_attributes_is_optimized_and_a_statef
     with pytest.raises(ProblemError) as caught:
         capture_graph(load_problem(ProblemSpec(str(stateful), {}, device="cuda")))
     assert caught.value.kind == "stateful forward" and "self.hidden" in caught.value.message
+
+
+def test_a_tensor_attribute_changed_after_optimizing_runs_the_original_forward_with_a_warning(tmp_path):
+    """The plan reads plain tensor attributes (``self.mask``) from the copies
+    saved in constants.pt: edited in place or reassigned on ModelNew, the
+    copy is stale, so ModelNew runs the user's forward (as eager computes it)
+    and says which tensor; with the old values back, the plan runs again."""
+    import warnings
+
+    path = write_model(tmp_path, "masked", MASKED)
+    optimize_api(path, tmp_path / "out", mutation=False)
+    module = load_optimized(tmp_path / "out")
+    assert "('blocks.0', 'mask', 'c_blocks_0_mask')" in (tmp_path / "out" / "optimized_model.py").read_text()
+    model, new = fresh_pair(module)
+    x = torch.randn(2, 4)
+
+    def call():
+        with warnings.catch_warnings(record=True) as caught, torch.no_grad():
+            warnings.simplefilter("always")
+            out, ref = new(x), model(x)
+        torch.testing.assert_close(out, ref, atol=1e-5, rtol=1e-5)
+        return [str(w.message) for w in caught if "LEGO" in str(w.message)]
+
+    assert call() == []  # the plan
+    original = new.blocks[0].mask.clone()
+    for edit in (lambda m: m.blocks[0].mask.fill_(1.0), lambda m: setattr(m.blocks[1], "mask", torch.eye(4))):
+        edit(new), edit(model)
+        said = call()
+        assert len(said) == 1 and "changed after the model was optimized" in said[0] and "running the original forward" in said[0]
+    assert "the tensor blocks.0.mask changed" in said[0]  # the first that differs is named
+    for m in (new, model):
+        m.blocks[0].mask.copy_(original)
+        m.blocks[1].mask = original.clone()
+    assert call() == []  # the values it was optimized with: the plan again

@@ -187,3 +187,34 @@ def test_named_outputs_cross_from_the_executor_to_the_judge_and_malformed_ones_d
         wire.decode(("dict", [("a", ("value", 1), "extra")]), None)
     with pytest.raises(wire.BadReply):
         wire.decode(("dict", [(("not", "a key"), ("value", 1))]), None)
+
+
+def test_a_namedtuple_output_is_refused_at_load_with_its_fix(tmp_path):
+    """torch's pytree cannot write a namedtuple's spec down: refused when the
+    file is loaded (exit 1, its fix), not after the whole search (exit 3)."""
+    source = HEAD + '''
+from collections import namedtuple
+
+Out = namedtuple("Out", ["y", "x"])
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(width, width)
+
+    def forward(self, x):
+        return Out(torch.relu(self.fc(x)), x)
+
+
+def get_inputs():
+    return [torch.randn(batch_size, width)]
+
+
+def get_init_inputs():
+    return []
+'''
+    with pytest.raises(ProblemError) as caught:
+        load_problem(ProblemSpec(str(write_model(tmp_path, "named", source)), {}))
+    assert "returned the namedtuple Out," in caught.value.message and "plain tuples, lists and dicts" in caught.value.message
+    assert "out._asdict()" in caught.value.hint
