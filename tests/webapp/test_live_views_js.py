@@ -585,7 +585,9 @@ def test_updates_are_coalesced(page):
            })""",
         events,
     )
-    assert 1 <= draws["draws"] <= 8, draws
+    # coalesced: at most one draw per five batches (a quiet machine makes 3-8;
+    # a loaded 2-core one, timers late, 10-13), never one per batch
+    assert 1 <= draws["draws"] <= 20, draws
     p = draws["points"]
     assert p["OR nodes"] + p["reused OR nodes"] + p["AND nodes"] == draws["nodes"] == 602
 
