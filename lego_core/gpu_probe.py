@@ -41,16 +41,23 @@ def probe() -> dict:
     return dict(_probe(os.environ.get("CUDA_VISIBLE_DEVICES"), os.environ.get(gpu_lock.LOCK_DIR_ENV) or gpu_lock.DEFAULT_LOCK_DIR))
 
 
-@functools.lru_cache(maxsize=8)
-def _probe(visible: str | None, lock_dir: str) -> dict:
-    command = [sys.executable, "-m", "lego_core.gpu_probe"]
+def _ask(*flags: str) -> dict:
+    """``python -m lego_core.gpu_probe FLAGS`` in a fresh interpreter: the JSON
+    of its last line.  Raises OSError, SubprocessError, RuntimeError (it
+    failed) or ValueError/IndexError (no JSON)."""
     package_parent = str(Path(__file__).resolve().parent.parent)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([package_parent, *filter(None, [os.environ.get("PYTHONPATH")])]))
+    done = subprocess.run([sys.executable, "-m", "lego_core.gpu_probe", *flags], capture_output=True, text=True,
+                          timeout=TIMEOUT_S, stdin=subprocess.DEVNULL, env=env)
+    if done.returncode != 0:
+        raise RuntimeError(done.stderr.strip()[-300:] or f"exit code {done.returncode}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@functools.lru_cache(maxsize=8)
+def _probe(visible: str | None, lock_dir: str) -> dict:
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_S, stdin=subprocess.DEVNULL, env=env)
-        if done.returncode != 0:
-            raise RuntimeError(done.stderr.strip()[-300:] or f"exit code {done.returncode}")
-        found = json.loads(done.stdout.strip().splitlines()[-1])
+        found = _ask()
         return {"name": found.get("name"), "locks": [str(p) for p in found.get("locks", [])]}
     except (OSError, subprocess.SubprocessError, RuntimeError, ValueError, IndexError) as exc:
         log.warning("the GPU could not be probed (%s): kernels are not cached and GPU locks not made for this run", exc)
@@ -68,14 +75,8 @@ def cuda_available() -> bool | None:
 
 @functools.lru_cache(maxsize=8)
 def _cuda_available(visible: str | None) -> bool | None:
-    command = [sys.executable, "-m", "lego_core.gpu_probe", "--cuda"]
-    package_parent = str(Path(__file__).resolve().parent.parent)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([package_parent, *filter(None, [os.environ.get("PYTHONPATH")])]))
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_S, stdin=subprocess.DEVNULL, env=env)
-        if done.returncode != 0:
-            raise RuntimeError(done.stderr.strip()[-300:] or f"exit code {done.returncode}")
-        return bool(json.loads(done.stdout.strip().splitlines()[-1])["cuda"])
+        return bool(_ask("--cuda")["cuda"])
     except (OSError, subprocess.SubprocessError, RuntimeError, ValueError, IndexError, KeyError) as exc:
         log.warning("could not find out whether this machine has CUDA (%s)", exc)
         return None
