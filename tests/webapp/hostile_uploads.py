@@ -7,7 +7,7 @@ the service under test filled in (``{database}``, ``{settings}``, ...;
 words its error message must hold, and the words it must never hold (the
 secrets it went after).  ``test_web_badinput_uploads.py`` sends every one
 through one real run worker and has that worker finish a good run after
-each.  Whatever an upload reads it raises in its error message, so a secret
+each that does more than read (``reads_only``) and after the last.  Whatever an upload reads it raises in its error message, so a secret
 that got out would be on the page.
 """
 from __future__ import annotations
@@ -52,7 +52,9 @@ class Hostile:
     ``str.format`` template of the model file), ``state`` the run ends in,
     ``says`` (words the error message holds; all of them), ``never``
     (words it never holds, besides :data:`SECRET_WORDS`), ``jail``
-    (whether what it shows depends on the bubblewrap jail)."""
+    (whether what it shows depends on the bubblewrap jail), ``reads_only``
+    (it only tries to read and raises what it got: no good run is needed
+    after it to show the worker still works, the next one shows it)."""
 
     name: str
     code: str
@@ -60,13 +62,16 @@ class Hostile:
     state: str = "failed"
     never: tuple[str, ...] = ()
     jail: bool = False
+    # only reads (and raises what it got): it cannot leave the worker worse off
+    # than its checks see (its pids, its pool, leftover processes, the cache)
+    reads_only: bool = False
 
     def source(self, paths: dict[str, str]) -> bytes:
         return self.code.format(**paths).encode()
 
 
 def _steal(name: str, action: str, says: tuple[str, ...], **kw) -> Hostile:
-    return Hostile(name, READ_AND_RAISE + f"\nsteal(lambda: {action})\n", says, jail=True, **kw)
+    return Hostile(name, READ_AND_RAISE + f"\nsteal(lambda: {action})\n", says, jail=True, reads_only=True, **kw)
 
 
 CORPUS: list[Hostile] = [

@@ -10,7 +10,11 @@ upload in the media folder).  After each, on the host: no file of the
 kernel cache changed, no process of the run was left behind and the
 worker and its pool process are the ones that started.  Then bob's good
 run finishes on that worker with Triton kernels in its download and
-nothing planted in them.
+nothing planted in them: after every upload that does more than try to read
+(a kill, a crash, an exit, a resource limit, links, descriptors, output)
+and after the last of a slice.  An upload that only reads and raises what
+it got (``Hostile.reads_only``) is followed by the next upload's run, on
+the same checks.
 """
 from __future__ import annotations
 
@@ -60,9 +64,10 @@ def kernels(run: Run) -> dict[str, str]:
 
 
 # The corpus in slices, one test each (each with its own worker and time
-# limit; a slice is a few minutes on CI's two cores, the whole corpus was
-# close to pytest-timeout's 600 s); together they cover every entry.
-SLICES = 3
+# limit; on the 2-core dev machine a slice is about 80 s, CI has been up to
+# 2.5x slower, the whole corpus with a good run after every entry was close
+# to pytest-timeout's 600 s there); together they cover every entry.
+SLICES = 2
 
 
 def test_the_slices_cover_the_corpus_once():
@@ -142,6 +147,9 @@ def test_every_hostile_upload_shows_its_message_and_the_same_worker_then_finishe
         assert log.stat().st_size - logged < 1 << 20, f"{hostile.name} wrote {log.stat().st_size - logged:,} bytes into the worker's log"
 
         hostile_s = time.monotonic() - started
+        if hostile.reads_only and hostile is not corpus[-1]:
+            checked.append((f"{hostile.name} ({hostile_s:.1f} s)", message))
+            continue
         good = good_run(bob)
         assert good.worker == run.worker == first_bob.worker
         made = kernels(good)  # the cache was untouched (above); the download holds nothing planted
