@@ -280,6 +280,11 @@ def preload() -> None:
         import triton.language  # noqa: F401
     except Exception:  # noqa: BLE001 - no triton: candidates that need it fail to import
         pass
+    # under the interpreter, a kernel's calls to @triton.jit functions (tl.sum,
+    # tl.max, helpers) no longer re-patch triton.language each time
+    from lego_core.triton_interpreter import skip_nested_repatching
+
+    skip_nested_repatching()
     import lego_core.costing  # noqa: F401
     import lego_core.memory  # noqa: F401
     import lego_core.timing  # noqa: F401
