@@ -227,8 +227,23 @@ def run_optimize(args: argparse.Namespace, console: Console) -> int:
     if report["summary"]["triton"]:
         console.print(triton_table(report))
     console.print(summary_table(report))
-    console.print(f"output: {out.resolve()} (optimized_model.py, lego_runtime.py, reference_model.py, kernels/, tests/, report.json)")
+    console.print(f"output: {out.resolve()} ({', '.join(written_names(out))})")
     return 0
+
+
+def written_names(out: Path) -> list[str]:
+    """What a finished run put into ``out``, in ``output.LEGO_NAMES`` order,
+    folders with a trailing ``/`` (``constants.pt`` and ``lego_overrides.py``
+    only when the run wrote them; not the bookkeeping record)."""
+    from lego_core.output import FAILED, LEGO_NAMES, RECORD
+
+    names = []
+    for name in LEGO_NAMES:
+        path = Path(out) / name
+        if name in (RECORD, FAILED) or not path.exists():
+            continue
+        names.append(f"{name}/" if path.is_dir() else name)
+    return names
 
 
 def _say_output_untouched(console: Console, out: Path) -> None:

@@ -78,6 +78,12 @@ def test_optimize_exits_0_and_writes_the_output_folder(scores_chain_run):
     py_compile.compile(str(out / "optimized_model.py"), doraise=True)
     assert "class ModelNew" in model_text
     assert f"output: {out.resolve()}" in proc.stdout
+    # the output line lists what is in the folder (overrides were given: lego_overrides.py too)
+    listed = " ".join(proc.stdout.split(f"output: {out.resolve()}")[1].split())
+    for name in ("optimized_model.py", "lego_runtime.py", "lego_overrides.py", "reference_model.py", "kernels/", "tests/", "report.json"):
+        assert name in listed and (out / name.rstrip("/")).exists(), (name, listed)
+    assert ("constants.pt" in listed) == (out / "constants.pt").exists()
+    assert ".lego_output.json" not in listed
 
 
 def test_optimize_report_json(scores_chain_run):
