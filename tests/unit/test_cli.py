@@ -84,6 +84,7 @@ def test_optimize_exits_0_and_writes_the_output_folder(scores_chain_run):
         assert name in listed and (out / name.rstrip("/")).exists(), (name, listed)
     assert ("constants.pt" in listed) == (out / "constants.pt").exists()
     assert ".lego_output.json" not in listed
+    assert "optimizer wall time (capture to report)" in proc.stdout and "done in " in proc.stdout
 
 
 def test_optimize_report_json(scores_chain_run):
