@@ -22,7 +22,7 @@ import torch.fx as fx
 from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind
 
-from lego_core import capture_errors
+from lego_core import capture_errors, state
 from lego_core.faithful_capture import check_fast_paths, check_stateless
 from lego_core.problem import Problem, ProblemError
 
@@ -71,15 +71,41 @@ class Graph:
     tensor; a tuple, list or dict of tensors, nested too, gives its leaves
     in ``torch.utils._pytree`` order); ``out_spec`` the pytree TreeSpec that
     puts them back into the structure forward returns (a leaf for a tensor).
+
+    A stateful forward's writes (``state_updates``: ``lego_core.state.
+    StateUpdate``, one per buffer or reassigned plain tensor attribute, in
+    torch.export's order) are extra outputs: ``output_nodes`` holds the
+    user's outputs (``user_outputs``, which ``out_spec`` describes) followed
+    by the new state values, so the plan computes and the verifier checks
+    them like any output.  ``reassigned``: the dotted names of the plain
+    tensor attributes that were registered as buffers for the export
+    (written back by reassignment; every other buffer in place).
     """
 
-    def __init__(self, ep: ExportedProgram):
+    def __init__(self, ep: ExportedProgram, reassigned: list[str] = ()):
         self.ep = ep
         self.fx_graph: fx.Graph = ep.graph
         self.placeholders: list[fx.Node] = [n for n in ep.graph.nodes if n.op == "placeholder"]
         self.compute_nodes: list[fx.Node] = [n for n in ep.graph.nodes if n.op == "call_function"]
         out = next(n for n in ep.graph.nodes if n.op == "output")
-        self.output_nodes: list[fx.Node] = [a for a in torch.utils._pytree.tree_leaves(out.args[0]) if isinstance(a, fx.Node)]
+        leaves = list(torch.utils._pytree.tree_leaves(out.args[0]))
+        specs = list(ep.graph_signature.output_specs)
+        buffer_input = {str(s.target): s.arg.name for s in ep.graph_signature.input_specs if s.kind == InputKind.BUFFER}
+        # buffer writes (torch.export lists them first): the state the plan computes and ModelNew writes back
+        self.state_updates: list[state.StateUpdate] = []
+        user: list = []
+        for k, leaf in enumerate(leaves):
+            spec = specs[k] if k < len(specs) else None
+            if spec is not None and spec.kind.name == "BUFFER_MUTATION" and isinstance(leaf, fx.Node):
+                target = str(spec.target)
+                kind = "attribute" if target in reassigned else "buffer"
+                self.state_updates.append(state.StateUpdate(target, kind, leaf.name, buffer_input.get(target)))
+            else:
+                user.append(leaf)
+        self.user_outputs = [a for a in user if isinstance(a, fx.Node)]
+        # the user's outputs first (``output_nodes[:len(user_outputs)]``), then the new state values
+        by_name = {n.name: n for n in ep.graph.nodes}
+        self.output_nodes: list[fx.Node] = self.user_outputs + [by_name[u.node] for u in self.state_updates]
         self.out_spec = ep.call_spec.out_spec  # None in no torch we support; a leaf spec for a single tensor
         self.sources: dict[str, PlaceholderSource] = {}
         user_index = 0
@@ -110,8 +136,8 @@ class Graph:
             src = self.sources[node.name]
             if src.kind == "parameter":
                 values[node.name] = model.get_parameter(src.target)
-            elif src.kind == "buffer":
-                values[node.name] = model.get_buffer(src.target)
+            elif src.kind == "buffer":  # a registered buffer, or a plain tensor attribute forward writes
+                values[node.name] = state.read(model, src.target)
             elif src.kind == "constant":
                 values[node.name] = self.ep.constants[src.target]
             else:
@@ -333,24 +359,78 @@ def capture_graph(problem: Problem, channels_last: bool = False) -> Graph:
     inputs = problem.make_inputs(seed=0)
     if channels_last:
         inputs = [to_channels_last(x) for x in inputs]
+    path = problem.spec.path
+    # plain tensor attributes forward writes: reassigned (a warning) or changed in place (an error);
+    # exported again with them registered as buffers, so their new values are graph outputs
+    reassigned: list[str] = []
+    in_place: list[str] = []
+    for _attempt in range(4):
+        try:
+            with state.as_buffers(problem.model, reassigned + in_place):
+                ep, seen = _export(problem.model, inputs, path)
+        except ProblemError as error:
+            name = getattr(error, "mutated_constant", None)
+            if name and name not in in_place and name not in reassigned and not state.not_tensors(problem.model, [name]):
+                in_place.append(name)
+                continue
+            raise
+        found = [n for n in capture_errors.reassigned_attributes(seen) if n not in reassigned]
+        if not found:
+            break
+        bad = state.not_tensors(problem.model, found)
+        if bad:
+            raise capture_errors.state_error(bad, path)
+        reassigned += found
+    else:
+        raise capture_errors.state_error(reassigned + in_place, path)
+    # what eager computes and the graph cannot: parameters or inputs written, fast paths
+    check_stateless(ep, path)
+    with state.preserved(problem.model):  # the fast-path check runs eager twice: its state writes are undone
+        check_fast_paths(problem.model, inputs, problem.spec.torch_dtype, path)
+    graph = Graph(ep, reassigned=reassigned)
+    check_state_fits(graph, path)
+    return graph
+
+
+def _export(model: torch.nn.Module, inputs: list, path: str | None) -> tuple[ExportedProgram, list]:
+    """``model`` exported at ``inputs`` and decomposed to core ATen, with the
+    warnings torch.export gave; raises ProblemError (``capture_errors.explain``)."""
     previous = torch.backends.mha.get_fastpath_enabled()
     torch.backends.mha.set_fastpath_enabled(False)
     try:
         with warnings.catch_warnings(record=True) as seen:
             warnings.simplefilter("always")
-            ep = torch.export.export(problem.model, tuple(inputs))
+            ep = torch.export.export(model, tuple(inputs))
         ep = ep.run_decompositions(decomposition_table())
     except Exception as exc:  # noqa: BLE001 - torch.export raises many types: sorted into classes
-        raise capture_errors.explain(exc, problem.spec.path, _user_line(exc, problem.spec.path)) from None
+        error = capture_errors.explain(exc, path, _user_line(exc, path))
+        found = re.search(r"Constant (?P<name>[\w.]+) is mutated", str(exc))
+        error.mutated_constant = found["name"] if found else None
+        raise error from None
     finally:
         torch.backends.mha.set_fastpath_enabled(previous)
-    reassigned = capture_errors.reassigned_attributes(seen)
-    if reassigned:  # captured as constants: the plan would keep the first value for ever
-        raise capture_errors.state_error(reassigned, problem.spec.path)
-    # what eager computes and the graph cannot: state written back, fast paths
-    check_stateless(ep, problem.spec.path)
-    check_fast_paths(problem.model, inputs, problem.spec.torch_dtype, problem.spec.path)
-    return Graph(ep)
+    return ep, seen
+
+
+def check_state_fits(graph: Graph, path: str | None) -> None:
+    """Raise ProblemError when a state tensor forward writes gets another
+    shape or dtype than it had when captured (the plan is specialised to
+    one; the next call would not fit it)."""
+    by_name = {n.name: n for n in graph.fx_graph.nodes}
+    for update in graph.state_updates:
+        before = value_info(by_name[update.placeholder]) if update.placeholder in by_name else None
+        after = value_info(by_name[update.node]) if update.node in by_name else None
+        if before is None or after is None or (before.shape, before.dtype) == (after.shape, after.dtype):
+            continue
+        raise ProblemError(
+            f"Model.forward stores a {after.describe()} tensor in self.{update.target}, which holds a "
+            f"{before.describe()} tensor when the model is captured: the state changes shape or dtype between "
+            "calls, and LEGO's plan is specialised to one shape and dtype of each tensor it reads",
+            path,
+            None,
+            hint=f"make self.{update.target} start with the shape and dtype forward stores in it (create it so in "
+            f"__init__, or convert the new value back: .to(self.{update.target}.dtype)).",
+        )
 
 
 def main(argv: list[str]) -> int:

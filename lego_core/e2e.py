@@ -31,6 +31,7 @@ import torch
 from lego_core.e2e_judge import float64_copy, judge_outputs, to_float64
 from lego_core.errors import OptimizeError
 from lego_core.search import load_module
+from lego_core.state import preserved
 from lego_core.verify import compare
 
 
@@ -67,7 +68,7 @@ def reference_run(problem, seed: int, fp64_device: str | None = None, with_compi
     re-checks many plans against it).  ``fp64_device``: where the float64 copy
     runs (None: the problem's device; ``"cpu"`` keeps it off a full GPU)."""
     inputs = problem.make_inputs(seed)
-    with torch.no_grad():
+    with torch.no_grad(), preserved(problem.model):  # the candidate starts from the same state (lego_core.state)
         eager = problem.model(*inputs)
     ref = Reference(seed, inputs, eager)
     device = fp64_device or problem.spec.device
@@ -81,7 +82,7 @@ def reference_run(problem, seed: int, fp64_device: str | None = None, with_compi
     if with_compile:
         try:
             compiled = torch.compile(problem.model)
-            with torch.no_grad():
+            with torch.no_grad(), preserved(problem.model):
                 ref.compiled = compiled(*inputs)
         except Exception as exc:  # noqa: BLE001 - torch.compile's error is reported, never raised
             ref.compile_error = f"{type(exc).__name__}: {str(exc).strip()[:300]}"

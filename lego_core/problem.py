@@ -305,7 +305,9 @@ def _check_output_structure(out: Any, path: str) -> None:
 
 def _check_forward(problem: Problem) -> None:
     inputs = problem.make_inputs(seed=0)
-    with torch.no_grad():
+    from lego_core.state import preserved
+
+    with torch.no_grad(), preserved(problem.model):  # a stateful forward's writes are undone: the model stays as built
         out = _call_user(problem.spec.path, "running Model.forward on get_inputs()", lambda: problem.model(*inputs))
     if not isinstance(out, torch.Tensor):
         _check_output_structure(out, problem.spec.path)

@@ -1,0 +1,138 @@
+"""Module state a forward writes: carried by the plan, preserved around eager runs.
+
+A stateful forward writes module state on every call: it reassigns a plain
+tensor attribute (``self.hidden = torch.tanh(...)``, an RNN cell's hidden
+state) or updates a registered buffer in place (``self.calls += 1``,
+running statistics).  LEGO carries both:
+
+* :func:`as_buffers`: while ``capture_graph`` exports, the plain tensor
+  attributes forward reassigns are registered as non-persistent buffers, so
+  torch.export captures them as graph inputs and their new values as
+  ``BUFFER_MUTATION`` outputs (a plain attribute would be frozen as a
+  constant).  The model is given back as it was.
+* :class:`StateUpdate`: one written tensor, its module path and name, and
+  how eager writes it (``"buffer"``: in place, ``buffer.copy_(new)``, the
+  same tensor object; ``"attribute"``: reassigned, ``setattr``).  The graph
+  makes the new values extra outputs (``Graph.state_updates``), so the plan
+  computes them and the verifier checks them like any output;
+  ``optimized_model.py`` reads the state at every call and writes it back
+  (``lego_runtime.read_state`` / ``write_state``).
+* :func:`preserved`: every eager reference run (the loader's check, the
+  fast-path check, the end-to-end reference, the float64 truth) starts from
+  the state the model had before it, so candidate and reference start alike.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+
+import torch
+
+
+@dataclasses.dataclass(frozen=True)
+class StateUpdate:
+    """One tensor of module state a forward writes.
+
+    ``target``: its dotted name (``"hidden"``, ``"cell.running_mean"``);
+    ``kind``: ``"buffer"`` (a registered buffer, updated in place) or
+    ``"attribute"`` (a plain tensor attribute, reassigned); ``node``: the
+    name of the graph node holding the new value; ``placeholder``: the name
+    of the graph input that reads the current value."""
+
+    target: str
+    kind: str
+    node: str
+    placeholder: str | None = None
+
+
+def _owner(model: torch.nn.Module, target: str) -> tuple[torch.nn.Module, str]:
+    path, _, name = target.rpartition(".")
+    return (model.get_submodule(path) if path else model), name
+
+
+def read(model: torch.nn.Module, target: str) -> torch.Tensor:
+    """The current tensor of ``target``: a registered buffer or a plain tensor attribute."""
+    module, name = _owner(model, target)
+    value = module._buffers.get(name) if name in module._buffers else vars(module).get(name)
+    if not isinstance(value, torch.Tensor):
+        raise AttributeError(f"{target} is not a tensor of the model (got {type(value).__name__})")
+    return value
+
+
+def not_tensors(model: torch.nn.Module, names: list[str]) -> list[str]:
+    """Those of ``names`` that are not plain tensor attributes of ``model``."""
+    bad = []
+    for target in names:
+        try:
+            module, name = _owner(model, target)
+        except AttributeError:
+            bad.append(target)
+            continue
+        value = vars(module).get(name)
+        if not isinstance(value, torch.Tensor) or isinstance(value, torch.nn.Parameter) or name in module._buffers:
+            bad.append(target)
+    return bad
+
+
+@contextlib.contextmanager
+def as_buffers(model: torch.nn.Module, names: list[str]):
+    """Inside: the plain tensor attributes ``names`` (dotted) of ``model`` are
+    registered non-persistent buffers holding the same tensors; on exit they
+    are plain attributes again, holding what they held on entry."""
+    moved = []
+    try:
+        for target in names:
+            module, name = _owner(model, target)
+            value = vars(module)[name]
+            del module.__dict__[name]
+            module.register_buffer(name, value, persistent=False)
+            moved.append((module, name, value))
+        yield
+    finally:
+        for module, name, value in reversed(moved):
+            module._buffers.pop(name, None)
+            module.__dict__[name] = value
+
+
+def _version(t: torch.Tensor):
+    try:
+        return t._version
+    except RuntimeError:  # an inference-mode tensor keeps none
+        return None
+
+
+def _snapshot(model: torch.nn.Module) -> list:
+    saved = []
+    for module in model.modules():
+        for name, buf in module._buffers.items():
+            if buf is not None:
+                saved.append((module, name, "buffer", buf, buf.detach().clone(), _version(buf)))
+        for name, value in vars(module).items():
+            if isinstance(value, torch.Tensor) and not isinstance(value, torch.nn.Parameter):
+                saved.append((module, name, "attribute", value, None, None))
+    return saved
+
+
+def _restore(saved: list) -> None:
+    for module, name, kind, obj, copy, version in saved:
+        if kind == "buffer":
+            if module._buffers.get(name) is not obj:
+                module._buffers[name] = obj
+            if version is None or _version(obj) != version:
+                with torch.no_grad():
+                    obj.copy_(copy)
+        elif vars(module).get(name) is not obj:
+            module.__dict__[name] = obj
+
+
+@contextlib.contextmanager
+def preserved(model: torch.nn.Module):
+    """Inside: run ``model`` freely; on exit every buffer holds the values it
+    held on entry (the same tensor objects, written back in place when a
+    forward changed them) and every plain tensor attribute the tensor it held.
+    Costs one copy of the buffers."""
+    saved = _snapshot(model)
+    try:
+        yield
+    finally:
+        _restore(saved)

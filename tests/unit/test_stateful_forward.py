@@ -1,0 +1,192 @@
+"""A forward that writes module state is optimized with the state update
+carried by ModelNew exactly as eager does it (``lego_core.state``).
+
+Three stateful forwards: an RNN cell whose hidden state is a plain tensor
+attribute reassigned on every call (``self.hidden = ...``), the same cell
+with a registered hidden buffer reassigned, and a normalizer with running
+statistics and a call counter updated in place.  Each is optimized, its
+ModelNew loaded from the output folder as a user loads it, and compared with
+eager over five consecutive calls on fresh inputs: the outputs, and the
+state after every call; buffers updated in place stay the same tensor
+objects in both.  Writes LEGO cannot carry (a parameter, an input) are
+still refused with their named message.
+"""
+import pytest
+import torch
+
+from faithful_support import fresh_pair, load_optimized, optimize_api, write_model
+from lego_core.capture import capture_graph
+from lego_core.problem import ProblemSpec, load_problem
+from lego_core.spec import ProblemError
+
+pytestmark = pytest.mark.slow
+
+HEAD = '''
+import torch
+import torch.nn as nn
+
+batch_size = 2
+width = 4
+
+
+def get_inputs():
+    return [torch.randn(batch_size, width)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+RNN_ATTRIBUTE = HEAD + '''
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ih = nn.Linear(width, width)
+        self.hh = nn.Linear(width, width)
+        self.hidden = torch.zeros(batch_size, width)  # a plain tensor attribute, reassigned in forward
+
+    def forward(self, x):
+        self.hidden = torch.tanh(self.ih(x) + self.hh(self.hidden))
+        return self.hidden * 2.0
+'''
+
+RNN_BUFFER = HEAD + '''
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ih = nn.Linear(width, width)
+        self.hh = nn.Linear(width, width)
+        self.register_buffer("hidden", torch.zeros(batch_size, width))
+
+    def forward(self, x):
+        h = torch.tanh(self.ih(x) + self.hh(self.hidden))
+        self.hidden.copy_(h)
+        return h + 1.0
+'''
+
+RUNNING_STATS = HEAD + '''
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("running_mean", torch.zeros(width))
+        self.register_buffer("running_var", torch.ones(width))
+        self.register_buffer("calls", torch.zeros((), dtype=torch.long))
+        self.fc = nn.Linear(width, width)
+
+    def forward(self, x):
+        mean, var = x.mean(0), x.var(0, unbiased=False)
+        self.running_mean.mul_(0.9).add_(0.1 * mean)
+        self.running_var.mul_(0.9).add_(0.1 * var)
+        self.calls += 1
+        normed = (x - self.running_mean) * torch.rsqrt(self.running_var + 1e-5)
+        return self.fc(normed) * self.calls
+'''
+
+CASES = {
+    "rnn_attribute": (RNN_ATTRIBUTE, {"hidden": "attribute"}),
+    "rnn_buffer": (RNN_BUFFER, {"hidden": "buffer"}),
+    "running_stats": (RUNNING_STATS, {"running_mean": "buffer", "running_var": "buffer", "calls": "buffer"}),
+}
+
+
+def _state(model, names):
+    return {name: getattr(model, name) for name in names}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_stateful_forward_is_optimized_and_carries_its_state_over_five_calls(tmp_path, case):
+    source, kinds = CASES[case]
+    path = write_model(tmp_path, case, source)
+    graph = capture_graph(load_problem(ProblemSpec(str(path), {})))
+    assert {u.target: u.kind for u in graph.state_updates} == kinds
+    report = optimize_api(path, tmp_path / "out", mutation=False)
+    assert report["end_to_end"]["passed"], report["end_to_end"]
+    text = (tmp_path / "out" / "optimized_model.py").read_text()
+    assert "lego_runtime.write_state(self, STATE" in text
+
+    model, new = fresh_pair(load_optimized(tmp_path / "out"))
+    in_place = [name for name, kind in kinds.items() if kind == "buffer"]
+    ptrs_eager = {n: getattr(model, n).data_ptr() for n in in_place}
+    ptrs_new = {n: getattr(new, n).data_ptr() for n in in_place}
+    objects_new = {n: getattr(new, n) for n in in_place}
+    torch.manual_seed(1)
+    import warnings
+    with torch.no_grad(), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for call in range(5):  # five consecutive calls, fresh inputs each
+            x = torch.randn(2, 4)
+            out_eager, out_new = model(x), new(x)
+            torch.testing.assert_close(out_new, out_eager, atol=1e-5, rtol=1e-5, msg=f"output of call {call}")
+            for name in kinds:
+                got, want = getattr(new, name), getattr(model, name)
+                torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5, msg=f"{name} after call {call}")
+    assert not [w for w in caught if "LEGO" in str(w.message)], [str(w.message) for w in caught]  # the plan ran every time
+    for name in in_place:  # updated in place: the same tensor objects in both
+        assert getattr(model, name).data_ptr() == ptrs_eager[name]
+        assert getattr(new, name).data_ptr() == ptrs_new[name] and getattr(new, name) is objects_new[name]
+    for name, kind in kinds.items():
+        if kind == "attribute":  # reassigned: a plain attribute still, not a buffer
+            assert name not in dict(new.named_buffers()) and name in vars(new)
+    if "calls" in kinds:
+        assert int(new.calls) == int(model.calls) == 5
+
+
+def test_capture_leaves_the_model_as_it_was(tmp_path):
+    """Capturing registers the reassigned attribute as a buffer only while it
+    exports; the problem's model keeps a plain attribute and its state."""
+    path = write_model(tmp_path, "rnn_attribute", RNN_ATTRIBUTE)
+    problem = load_problem(ProblemSpec(str(path), {}))
+    before = problem.model.hidden
+    capture_graph(problem)
+    assert problem.model.hidden is before and "hidden" not in dict(problem.model.named_buffers())
+    assert torch.equal(before, torch.zeros(2, 4))  # the loader's check run was undone too
+
+
+PARAMETER_WRITE = HEAD + '''
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.scale = nn.Parameter(torch.ones(width))
+
+    def forward(self, x):
+        with torch.no_grad():
+            self.scale.mul_(0.5)
+        return x * self.scale
+'''
+
+INPUT_WRITE = HEAD + '''
+class Model(nn.Module):
+    def forward(self, x):
+        x.clamp_(min=0.0)
+        return x * 2.0
+'''
+
+
+@pytest.mark.parametrize("source, named", [(PARAMETER_WRITE, "parameter 'scale'"), (INPUT_WRITE, "input 'x'")])
+def test_a_parameter_or_input_write_is_still_refused_by_name(tmp_path, source, named):
+    path = write_model(tmp_path, "writes", source)
+    with pytest.raises(ProblemError) as caught:
+        capture_graph(load_problem(ProblemSpec(str(path), {})))
+    assert named in caught.value.message and "never writes parameters or the caller's input tensors back" in caught.value.message
+    assert "register_buffer" in caught.value.hint
+
+
+GROWING = HEAD + '''
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.hidden = torch.zeros(batch_size, width, dtype=torch.float64)
+
+    def forward(self, x):
+        self.hidden = torch.tanh(x + self.hidden.to(x.dtype))
+        return self.hidden
+'''
+
+
+def test_state_that_changes_dtype_between_calls_is_refused_with_the_fix(tmp_path):
+    path = write_model(tmp_path, "growing", GROWING)
+    with pytest.raises(ProblemError) as caught:
+        capture_graph(load_problem(ProblemSpec(str(path), {})))
+    message = caught.value.message
+    assert "self.hidden" in message and "float32[2, 4]" in message and "float64[2, 4]" in message
+    assert ".to(self.hidden.dtype)" in caught.value.hint
