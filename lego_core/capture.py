@@ -98,7 +98,7 @@ class Graph:
             spec = specs[k] if k < len(specs) else None
             if spec is not None and spec.kind.name == "BUFFER_MUTATION" and isinstance(leaf, fx.Node):
                 target = str(spec.target)
-                kind = "attribute" if target in reassigned else "buffer"
+                kind = "reassigned" if target in reassigned else "in place"
                 self.state_updates.append(state.StateUpdate(target, kind, leaf.name, buffer_input.get(target)))
             else:
                 user.append(leaf)
@@ -387,6 +387,8 @@ def capture_graph(problem: Problem, channels_last: bool = False) -> Graph:
     check_stateless(ep, path)
     with state.preserved(problem.model):  # the fast-path check runs eager twice: its state writes are undone
         check_fast_paths(problem.model, inputs, problem.spec.torch_dtype, path)
+    written = [u.target for u in Graph(ep).state_updates]
+    reassigned += state.reassigned_buffers(problem.model, inputs, [t for t in written if t not in reassigned])
     graph = Graph(ep, reassigned=reassigned)
     check_state_fits(graph, path)
     return graph

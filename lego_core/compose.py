@@ -212,7 +212,7 @@ def model_source(graph: Graph, items: list[OrNode], problem, run_id: str, kernel
                  f"BAKED_ATTRIBUTES = {baked_attributes(problem.model)!r}\n")
     parts.append("# plain tensor attributes the plan reads as constants (module path, name, constant): a change runs the original forward\n"
                  f"CONSTANT_ATTRIBUTES = {constant_attributes(graph, problem.model)!r}\n")
-    parts.append("# module state forward writes (dotted name, \"buffer\": in place | \"attribute\": reassigned, shape, dtype): read and written back at every call\n"
+    parts.append("# module state forward writes (dotted name, how eager writes it: \"in place\" or \"reassigned\", shape, dtype): read and written back at every call\n"
                  f"STATE = {state_text(graph)!r}\n")
     parts.append(f"PLAN_DEVICE = {spec.device!r}\n")
     parts.append(launch_line(launch or DEFAULT_LAUNCH))
@@ -321,7 +321,7 @@ def _in_graph_order(nodes: list, order: dict) -> list:
 def state_text(graph: Graph) -> tuple:
     """``((target, kind, shape, dtype), ...)``: the state a stateful forward
     writes (``Graph.state_updates``), as ``optimized_model.py``'s ``STATE``:
-    the dotted name, ``"buffer"`` (written in place) or ``"attribute"``
+    the dotted name, ``"in place"`` (written in place) or ``"reassigned"``
     (reassigned), and the shape and dtype the plan reads and writes."""
     by_name = {n.name: n for n in graph.fx_graph.nodes}
     found = []

@@ -11,8 +11,8 @@ running statistics).  LEGO carries both:
   ``BUFFER_MUTATION`` outputs (a plain attribute would be frozen as a
   constant).  The model is given back as it was.
 * :class:`StateUpdate`: one written tensor, its module path and name, and
-  how eager writes it (``"buffer"``: in place, ``buffer.copy_(new)``, the
-  same tensor object; ``"attribute"``: reassigned, ``setattr``).  The graph
+  how eager writes it (``"in place"``: ``tensor.copy_(new)``, the same
+  tensor object; ``"reassigned"``: ``setattr``, a new tensor).  The graph
   makes the new values extra outputs (``Graph.state_updates``), so the plan
   computes them and the verifier checks them like any output;
   ``optimized_model.py`` reads the state at every call and writes it back
@@ -34,8 +34,10 @@ class StateUpdate:
     """One tensor of module state a forward writes.
 
     ``target``: its dotted name (``"hidden"``, ``"cell.running_mean"``);
-    ``kind``: ``"buffer"`` (a registered buffer, updated in place) or
-    ``"attribute"`` (a plain tensor attribute, reassigned); ``node``: the
+    ``kind``: ``"in place"`` (eager writes into the tensor the module holds:
+    ``self.calls += 1``, ``self.running_mean.mul_(...)``) or ``"reassigned"``
+    (eager stores a new tensor: ``self.hidden = torch.tanh(...)``, on a
+    plain attribute or a registered buffer); ``node``: the
     name of the graph node holding the new value; ``placeholder``: the name
     of the graph input that reads the current value."""
 
@@ -94,6 +96,20 @@ def as_buffers(model: torch.nn.Module, names: list[str]):
             module.__dict__[name] = value
 
 
+def reassigned_buffers(model: torch.nn.Module, inputs: list, targets: list[str]) -> list[str]:
+    """Those of the registered buffers ``targets`` that one eager forward of
+    ``model`` on ``inputs`` replaces by another tensor (``self.seen =
+    self.seen + 1``) rather than writing into (``self.seen += 1``): the
+    exported graph shows both as the same buffer write, and eager's tensor
+    objects differ.  The forward's writes are undone (:func:`preserved`)."""
+    if not targets:
+        return []
+    before = {t: read(model, t) for t in targets}
+    with torch.no_grad(), preserved(model):
+        model(*inputs)
+        return [t for t in targets if read(model, t) is not before[t]]
+
+
 def _version(t: torch.Tensor):
     try:
         return t._version
@@ -109,7 +125,7 @@ def _snapshot(model: torch.nn.Module) -> list:
                 saved.append((module, name, "buffer", buf, buf.detach().clone(), _version(buf)))
         for name, value in vars(module).items():
             if isinstance(value, torch.Tensor) and not isinstance(value, torch.nn.Parameter):
-                saved.append((module, name, "attribute", value, None, None))
+                saved.append((module, name, "attribute", value, value.detach().clone(), _version(value)))
     return saved
 
 
@@ -121,16 +137,20 @@ def _restore(saved: list) -> None:
             if version is None or _version(obj) != version:
                 with torch.no_grad():
                     obj.copy_(copy)
-        elif vars(module).get(name) is not obj:
-            module.__dict__[name] = obj
+        else:
+            if vars(module).get(name) is not obj:
+                module.__dict__[name] = obj
+            if version is None or _version(obj) != version:
+                with torch.no_grad():
+                    obj.copy_(copy)
 
 
 @contextlib.contextmanager
 def preserved(model: torch.nn.Module):
     """Inside: run ``model`` freely; on exit every buffer holds the values it
     held on entry (the same tensor objects, written back in place when a
-    forward changed them) and every plain tensor attribute the tensor it held.
-    Costs one copy of the buffers."""
+    forward changed them), and so does every plain tensor attribute.  Costs
+    one copy of the buffers and plain tensor attributes."""
     saved = _snapshot(model)
     try:
         yield

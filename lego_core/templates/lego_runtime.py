@@ -232,20 +232,20 @@ def read_state(model, target):
 def write_state(model, state, values) -> None:
     """Write a stateful forward's new state back as eager does: for each
     ``(target, kind, shape, dtype)`` of ``state`` and its new value in
-    ``values`` (computed by the plan), ``"buffer"``: copied in place into the
+    ``values`` (computed by the plan), ``"in place"``: copied into the
     tensor the model holds (the same object: ``buffer.copy_(new)``);
-    ``"attribute"``: the attribute reassigned to the new tensor.  A new value
+    ``"reassigned"``: the attribute (or buffer) set to the new tensor.  A new value
     that shares memory with a tensor written in place is copied first, so
     the order of the writes never changes what is written."""
     current = [read_state(model, target) for target, *_ in state]
-    in_place = {t.untyped_storage().data_ptr() for t, (_target, kind, *_rest) in zip(current, state) if kind == "buffer"}
+    in_place = {t.untyped_storage().data_ptr() for t, (_target, kind, *_rest) in zip(current, state) if kind == "in place"}
     news = []
     for (target, kind, *_), now, new in zip(state, current, values):
         shared = new is not now and new.untyped_storage().data_ptr() in in_place
         news.append(new.clone() if shared else new)
     with torch.no_grad():
         for (target, kind, *_), now, new in zip(state, current, news):
-            if kind == "buffer":
+            if kind == "in place":
                 if new is not now:
                     now.copy_(new)
             else:
