@@ -391,6 +391,7 @@ def capture_graph(problem: Problem, channels_last: bool = False) -> Graph:
     reassigned += state.reassigned_buffers(problem.model, inputs, [t for t in written if t not in reassigned])
     graph = Graph(ep, reassigned=reassigned)
     check_state_fits(graph, path)
+    problem.state_targets = [u.target for u in graph.state_updates]  # the end-to-end judge compares them too
     return graph
 
 

@@ -36,7 +36,9 @@ class Problem:
     dtype, all moved to the device); ``constants`` holds the module-level
     constants after overrides; ``moved_attributes`` names the plain tensor
     attributes (``self.mask = torch.tril(...)``, neither parameter nor
-    buffer) that loading moved to the device (:func:`move_plain_tensor_attributes`).
+    buffer) that loading moved to the device (:func:`move_plain_tensor_attributes`);
+    ``state_targets`` the module state a stateful forward writes (dotted
+    names, set by ``capture.capture_graph``; ``lego_core.state``).
     """
 
     spec: ProblemSpec
@@ -46,6 +48,8 @@ class Problem:
     constants: dict
     source: str
     moved_attributes: list[str] = dataclasses.field(default_factory=list)
+    # the module state forward writes (dotted names), set by ``capture_graph``; the judge compares it too
+    state_targets: list[str] = dataclasses.field(default_factory=list)
 
     def make_inputs(self, seed: int) -> list:
         torch.manual_seed(seed)

@@ -110,6 +110,16 @@ def reassigned_buffers(model: torch.nn.Module, inputs: list, targets: list[str])
         return [t for t in targets if read(model, t) is not before[t]]
 
 
+def with_state(output, model: torch.nn.Module, targets) -> object:
+    """``output`` as the end-to-end judge compares it: unchanged without
+    ``targets``; else ``(output, (state after the call, ...))``, copies of the
+    tensors ``targets`` (dotted names) that ``model`` holds now, so a plan
+    whose state update is wrong fails the judge like a wrong output."""
+    if not targets:
+        return output
+    return output, tuple(read(model, t).detach().clone() for t in targets)
+
+
 def _version(t: torch.Tensor):
     try:
         return t._version

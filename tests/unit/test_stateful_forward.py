@@ -221,3 +221,23 @@ def test_state_that_changes_dtype_between_calls_is_refused_with_the_fix(tmp_path
     message = caught.value.message
     assert "self.hidden" in message and "float32[2, 4]" in message and "float64[2, 4]" in message
     assert ".to(self.hidden.dtype)" in caught.value.hint
+
+
+def test_the_end_to_end_judge_checks_the_state_written_back(tmp_path):
+    """The judge compares the state after the call with eager's, not only the
+    outputs: a ModelNew that computes the right outputs and forgets to write
+    its running statistics back fails it."""
+    from lego_core import e2e
+
+    path = write_model(tmp_path, "running_stats", RUNNING_STATS)
+    out = tmp_path / "out"
+    optimize_api(path, out, mutation=False)
+    problem = load_problem(ProblemSpec(str(path), {}))
+    capture_graph(problem)
+    assert problem.state_targets == ["running_mean", "running_var", "calls"]
+    assert e2e.check_end_to_end(out, problem, seed=5)["passed"]
+    runtime = out / "lego_runtime.py"
+    runtime.write_text(runtime.read_text().replace('            if kind == "in place":\n                if new is not now:\n                    now.copy_(new)',
+                                                   '            if kind == "in place":\n                pass  # forgets the state'))
+    verdict = e2e.check_end_to_end(out, problem, seed=5)
+    assert not verdict["passed"] and "against fp64" in verdict["reason"], verdict
