@@ -309,10 +309,14 @@ def _check_output_structure(out: Any, path: str) -> None:
 
 def _check_forward(problem: Problem) -> None:
     inputs = problem.make_inputs(seed=0)
-    from lego_core.state import preserved
+    from lego_core.state import plain_values, preserved, python_state_error
 
+    before = plain_values(problem.model)
     with torch.no_grad(), preserved(problem.model):  # a stateful forward's writes are undone: the model stays as built
         out = _call_user(problem.spec.path, "running Model.forward on get_inputs()", lambda: problem.model(*inputs))
+    error = python_state_error(before, plain_values(problem.model), problem.spec.path)
+    if error is not None:  # a Python number kept as state: torch.export bakes it in, LEGO cannot carry it
+        raise error
     if not isinstance(out, torch.Tensor):
         _check_output_structure(out, problem.spec.path)
     for k, x in enumerate(inputs):

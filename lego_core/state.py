@@ -120,6 +120,40 @@ def with_state(output, model: torch.nn.Module, targets) -> object:
     return output, tuple(read(model, t).detach().clone() for t in targets)
 
 
+def plain_values(model: torch.nn.Module) -> dict:
+    """``{"path.name": value}``: the plain Python attributes (numbers,
+    strings, None, short tuples of them) of ``model`` and its submodules that
+    torch.export bakes into a graph (``compose.baked_attributes``)."""
+    from lego_core.compose import baked_attributes
+
+    return {f"{p}.{n}" if p else n: v for p, n, v in baked_attributes(model)}
+
+
+def python_state_error(before: dict, after: dict, path: str | None):
+    """A ProblemError naming the plain Python attributes one forward changed
+    (``before``/``after``: :func:`plain_values` around it), or None.  Such
+    state (``self.steps += 1`` on an int) cannot be carried: torch.export
+    bakes its value at capture into the graph."""
+    changed = [name for name in before if name in after and after[name] != before[name]]
+    if not changed:
+        return None
+    from lego_core.spec import ProblemError
+
+    listed = ", ".join(f"self.{n} ({type(before[n]).__name__}: {before[n]!r} before the call, {after[n]!r} after)" for n in changed)
+    first = changed[0].rpartition(".")[2]
+    error = ProblemError(
+        f"Model.forward changes {listed}, a plain Python value kept as module state; torch.export bakes such a "
+        "value into the captured graph, so an optimized model would use its first value on every call (LEGO "
+        "carries module state only in tensors: registered buffers and plain tensor attributes)",
+        path,
+        None,
+        hint=f"keep it in a tensor: self.register_buffer({first!r}, torch.tensor({before[changed[0]]!r})) in __init__ and "
+        f"update it in place in forward (self.{first} += 1); or update it outside forward.",
+    )
+    error.kind = "stateful forward"
+    return error
+
+
 def _version(t: torch.Tensor):
     try:
         return t._version

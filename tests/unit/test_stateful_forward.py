@@ -241,3 +241,26 @@ def test_the_end_to_end_judge_checks_the_state_written_back(tmp_path):
                                                    '            if kind == "in place":\n                pass  # forgets the state'))
     verdict = e2e.check_end_to_end(out, problem, seed=5)
     assert not verdict["passed"] and "against fp64" in verdict["reason"], verdict
+
+
+PYTHON_COUNTER = HEAD + '''
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(width, width)
+        self.steps = 0
+
+    def forward(self, x):
+        self.steps += 1
+        return self.fc(x) * self.steps
+'''
+
+
+def test_a_python_number_kept_as_state_is_refused_naming_it_and_the_fix(tmp_path):
+    """A plain int attribute changed in forward cannot be carried (torch.export bakes its value)."""
+    path = write_model(tmp_path, "python_counter", PYTHON_COUNTER)
+    with pytest.raises(ProblemError) as caught:
+        load_problem(ProblemSpec(str(path), {}))
+    err = caught.value
+    assert err.kind == "stateful forward" and "self.steps (int: 0 before the call, 1 after)" in err.message
+    assert "register_buffer('steps', torch.tensor(0))" in err.hint
