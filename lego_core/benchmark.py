@@ -174,7 +174,9 @@ def eager_peak_mb(model: torch.nn.Module, inputs: Sequence[Any]) -> float | None
     torch.cuda.synchronize(device)
     torch.cuda.reset_peak_memory_stats(device)
     before = torch.cuda.memory_allocated(device)
-    with torch.no_grad():
+    from lego_core.state import preserved
+
+    with torch.no_grad(), preserved(model):  # a stateful forward's writes are undone
         out = model(*inputs)
     torch.cuda.synchronize(device)
     activations = torch.cuda.max_memory_allocated(device) - before

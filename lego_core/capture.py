@@ -349,12 +349,21 @@ def capture_graph(problem: Problem, channels_last: bool = False) -> Graph:
     ProblemError when torch.export cannot capture the model, with a message
     and fix per failure class (``capture_errors``: data-dependent control
     flow, a mutated constant, dynamic shapes, a non-tensor output, an
-    unsupported operation) and torch's message underneath; when forward
-    reassigns a plain tensor attribute (state torch.export would freeze as a
-    constant, ``capture_errors.state_error``); and when the
+    unsupported operation) and torch's message underneath; and when the
     capture could not compute what eager does (``faithful_capture``: a
-    forward that writes into buffers, parameters or inputs; a fast path
-    that gives other values than the captured ordinary path).
+    forward that writes into parameters or inputs; a fast path that gives
+    other values than the captured ordinary path; ``check_state_fits``:
+    state whose shape or dtype changes between calls).
+
+    A stateful forward is carried (``lego_core.state``): the plain tensor
+    attributes it reassigns (torch.export's warning) or writes in place
+    (torch.export's "Constant ... is mutated") are registered as
+    non-persistent buffers while it exports again (``problem.model`` is given
+    back as it was), so every state write is a buffer write; one eager
+    forward (its writes undone) tells which registered buffers it reassigns
+    rather than writes into.  The graph's ``state_updates`` name them, and
+    ``problem.state_targets`` is set to their names (the end-to-end judge
+    compares the state after a call too).
     """
     inputs = problem.make_inputs(seed=0)
     if channels_last:
