@@ -71,8 +71,9 @@ def reference_run(problem, seed: int, fp64_device: str | None = None, with_compi
     re-checks many plans against it).  ``fp64_device``: where the float64 copy
     runs (None: the problem's device; ``"cpu"`` keeps it off a full GPU)."""
     inputs = problem.make_inputs(seed)
-    targets = list(getattr(problem, "state_targets", ()))  # a stateful forward: the state after the call is judged too
-    with torch.no_grad(), preserved(problem.model):  # the candidate starts from the same state (lego_core.state)
+    known = getattr(problem, "state_targets", None)  # None: not captured yet, every buffer is preserved
+    targets = list(known or ())  # a stateful forward: the state after the call is judged too
+    with torch.no_grad(), preserved(problem.model, known):  # the candidate starts from the same state (lego_core.state)
         eager = with_state(problem.model(*inputs), problem.model, targets)
     ref = Reference(seed, inputs, eager)
     device = fp64_device or problem.spec.device
@@ -86,7 +87,7 @@ def reference_run(problem, seed: int, fp64_device: str | None = None, with_compi
     if with_compile:
         try:
             compiled = torch.compile(problem.model)
-            with torch.no_grad(), preserved(problem.model):
+            with torch.no_grad(), preserved(problem.model, known):
                 ref.compiled = with_state(compiled(*inputs), problem.model, targets)
         except Exception as exc:  # noqa: BLE001 - torch.compile's error is reported, never raised
             ref.compile_error = f"{type(exc).__name__}: {str(exc).strip()[:300]}"

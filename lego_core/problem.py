@@ -38,7 +38,7 @@ class Problem:
     attributes (``self.mask = torch.tril(...)``, neither parameter nor
     buffer) that loading moved to the device (:func:`move_plain_tensor_attributes`);
     ``state_targets`` the module state a stateful forward writes (dotted
-    names, set by ``capture.capture_graph``; ``lego_core.state``).
+    names, set by ``capture.capture_graph``, None until then; ``lego_core.state``).
     """
 
     spec: ProblemSpec
@@ -48,8 +48,8 @@ class Problem:
     constants: dict
     source: str
     moved_attributes: list[str] = dataclasses.field(default_factory=list)
-    # the module state forward writes (dotted names), set by ``capture_graph``; the judge compares it too
-    state_targets: list[str] = dataclasses.field(default_factory=list)
+    # the module state forward writes (dotted names), set by ``capture_graph`` (None before); the judge compares it too
+    state_targets: list[str] | None = None
 
     def make_inputs(self, seed: int) -> list:
         torch.manual_seed(seed)

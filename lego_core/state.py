@@ -161,13 +161,19 @@ def _version(t: torch.Tensor):
         return None
 
 
-def _snapshot(model: torch.nn.Module) -> list:
+def _snapshot(model: torch.nn.Module, targets=None) -> list:
     saved = []
+    wanted = None if targets is None else {_owner(model, t) for t in targets}
+    wanted = None if wanted is None else {(id(m), n) for m, n in wanted}
     for module in model.modules():
         for name, buf in module._buffers.items():
+            if wanted is not None and (id(module), name) not in wanted:
+                continue
             if buf is not None:
                 saved.append((module, name, "buffer", buf, buf.detach().clone(), _version(buf)))
         for name, value in vars(module).items():
+            if wanted is not None and (id(module), name) not in wanted:
+                continue
             if isinstance(value, torch.Tensor) and not isinstance(value, torch.nn.Parameter):
                 saved.append((module, name, "attribute", value, value.detach().clone(), _version(value)))
     return saved
@@ -190,12 +196,14 @@ def _restore(saved: list) -> None:
 
 
 @contextlib.contextmanager
-def preserved(model: torch.nn.Module):
+def preserved(model: torch.nn.Module, targets: list[str] | None = None):
     """Inside: run ``model`` freely; on exit every buffer holds the values it
     held on entry (the same tensor objects, written back in place when a
     forward changed them), and so does every plain tensor attribute.  Costs
-    one copy of the buffers and plain tensor attributes."""
-    saved = _snapshot(model)
+    one copy of the buffers and plain tensor attributes.  ``targets``: only
+    these (dotted names; once capture knows what forward writes,
+    ``problem.state_targets``); empty: nothing to copy."""
+    saved = _snapshot(model, targets) if targets is None or targets else []
     try:
         yield
     finally:

@@ -264,3 +264,40 @@ def test_a_python_number_kept_as_state_is_refused_naming_it_and_the_fix(tmp_path
     err = caught.value
     assert err.kind == "stateful forward" and "self.steps (int: 0 before the call, 1 after)" in err.message
     assert "register_buffer('steps', torch.tensor(0))" in err.hint
+
+
+def test_preserved_undoes_every_kind_of_state_write():
+    """``state.preserved``: in-place buffer writes are copied back into the same
+    tensor, a reassigned buffer or attribute gets its old tensor back (and its
+    old values, when written in place); ``targets`` limits it, [] does nothing."""
+    from lego_core.state import preserved
+
+    class Stateful(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("calls", torch.zeros((), dtype=torch.long))
+            self.register_buffer("total", torch.zeros(3))
+            self.hidden = torch.zeros(3)
+            self.mask = torch.ones(3)
+
+        def forward(self, x):
+            self.calls += 1
+            self.total = self.total + x
+            self.hidden = torch.tanh(x + self.hidden)
+            self.mask.mul_(2.0)
+            return x
+
+    m = Stateful()
+    objects = {n: getattr(m, n) for n in ("calls", "total", "hidden", "mask")}
+    with preserved(m):
+        m(torch.ones(3))
+        assert int(m.calls) == 1 and m.total is not objects["total"]
+    assert all(getattr(m, n) is t for n, t in objects.items())
+    assert int(m.calls) == 0 and torch.equal(m.total, torch.zeros(3)) and torch.equal(m.mask, torch.ones(3))
+    assert "total" in dict(m.named_buffers()) and "hidden" in vars(m)
+    with preserved(m, ["calls"]):
+        m(torch.ones(3))
+    assert int(m.calls) == 0 and m.hidden is not objects["hidden"] and torch.equal(m.mask, torch.full((3,), 2.0))
+    with preserved(m, []):
+        m(torch.ones(3))
+    assert int(m.calls) == 1
