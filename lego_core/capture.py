@@ -369,37 +369,54 @@ def capture_graph(problem: Problem, channels_last: bool = False) -> Graph:
     if channels_last:
         inputs = [to_channels_last(x) for x in inputs]
     path = problem.spec.path
-    # plain tensor attributes forward writes: reassigned (a warning) or changed in place (an error);
-    # exported again with them registered as buffers, so their new values are graph outputs
-    reassigned: list[str] = []
-    in_place: list[str] = []
-    for _attempt in range(4):
+    # what one eager forward writes (undone): the state the graph must carry
+    probe = state.probe_writes(problem.model, inputs)
+    # plain tensor attributes forward writes are exported as buffers, so their new values are graph
+    # outputs; reassignments are exported as copies into the buffer (torch.export drops a buffer
+    # reassigned in a submodule).  Torch's own reports (a reassigned attribute's warning, a constant
+    # written in place) add what the probe missed.
+    attributes = [t for t, (what, _how) in probe.items() if what == "attribute"]
+    reassigned = [t for t, (_what, how) in probe.items() if how == "reassigned"]
+    mismatched: list = []
+    tensors = sum(isinstance(v, torch.Tensor) for m in problem.model.modules() for v in vars(m).values())
+    for _attempt in range(tensors + 2):  # one more export per attribute torch reports
+        mismatched.clear()
         try:
-            with state.as_buffers(problem.model, reassigned + in_place):
+            with state.as_buffers(problem.model, attributes), state.reassign_as_copy(problem.model, reassigned, mismatched):
                 ep, seen = _export(problem.model, inputs, path)
         except ProblemError as error:
             name = getattr(error, "mutated_constant", None)
-            if name and name not in in_place and name not in reassigned and not state.not_tensors(problem.model, [name]):
-                in_place.append(name)
+            if name and name not in attributes and not state.not_tensors(problem.model, [name]):
+                attributes.append(name)
+                _add_reassigned(problem.model, getattr(error, "warnings", []), attributes, reassigned, path)
                 continue
             raise
-        found = [n for n in capture_errors.reassigned_attributes(seen) if n not in reassigned]
-        if not found:
+        if not _add_reassigned(problem.model, seen, attributes, reassigned, path):
             break
-        bad = state.not_tensors(problem.model, found)
-        if bad:
-            raise capture_errors.state_error(bad, path)
-        reassigned += found
     else:
-        raise capture_errors.state_error(reassigned + in_place, path)
+        raise capture_errors.state_error(attributes, path)
+    if mismatched:
+        target, shape, dtype = mismatched[0]
+        raise _state_changes_error(target, f"{str(dtype).removeprefix('torch.')}{list(shape)}",
+                                   ValueInfo(tuple(state.read(problem.model, target).shape), state.read(problem.model, target).dtype, ()).describe(), path)
     # what eager computes and the graph cannot: parameters or inputs written, fast paths
     check_stateless(ep, path)
     with state.preserved(problem.model):  # the fast-path check runs eager twice: its state writes are undone
         check_fast_paths(problem.model, inputs, problem.spec.torch_dtype, path)
-    written = [u.target for u in Graph(ep).state_updates]
-    reassigned += state.reassigned_buffers(problem.model, inputs, [t for t in written if t not in reassigned])
     graph = Graph(ep, reassigned=reassigned)
     check_state_fits(graph, path)
+    captured = {u.target for u in graph.state_updates}
+    missing = [t for t in probe if t not in captured]
+    if missing:
+        listed = ", ".join(f"self.{t} ({probe[t][0]} {probe[t][1]})" for t in missing)
+        raise ProblemError(
+            f"Model.forward writes {listed}, and torch.export did not capture that write, so an optimized model "
+            "would lose the update",
+            path,
+            None,
+            hint=f"keep the state in a registered buffer and write into it in place (self.{missing[0].rpartition('.')[2]}"
+            ".copy_(new_value)), which LEGO carries.",
+        )
     problem.state_targets = [u.target for u in graph.state_updates]  # the end-to-end judge compares them too
     return graph
 
@@ -410,6 +427,7 @@ def _export(model: torch.nn.Module, inputs: list, path: str | None) -> tuple[Exp
     previous = torch.backends.mha.get_fastpath_enabled()
     torch.backends.mha.set_fastpath_enabled(False)
     try:
+        seen: list = []
         with warnings.catch_warnings(record=True) as seen:
             warnings.simplefilter("always")
             ep = torch.export.export(model, tuple(inputs))
@@ -418,10 +436,39 @@ def _export(model: torch.nn.Module, inputs: list, path: str | None) -> tuple[Exp
         error = capture_errors.explain(exc, path, _user_line(exc, path))
         found = re.search(r"Constant (?P<name>[\w.]+) is mutated", str(exc))
         error.mutated_constant = found["name"] if found else None
+        error.warnings = list(seen)
         raise error from None
     finally:
         torch.backends.mha.set_fastpath_enabled(previous)
     return ep, seen
+
+
+def _add_reassigned(model, seen: list, attributes: list, reassigned: list, path: str | None) -> bool:
+    """Add the plain tensor attributes torch.export warned were reassigned
+    (``seen``: its warnings) to ``attributes`` and ``reassigned``; whether
+    any was new.  Raises ProblemError (``capture_errors.state_error``) for a
+    name that is not a plain tensor attribute."""
+    found = [n for n in capture_errors.reassigned_attributes(seen) if n not in attributes]
+    if not found:
+        return False
+    bad = state.not_tensors(model, found)
+    if bad:
+        raise capture_errors.state_error(bad, path)
+    attributes += found
+    reassigned += [n for n in found if n not in reassigned]
+    return True
+
+
+def _state_changes_error(target: str, after: str, before: str, path: str | None) -> ProblemError:
+    return ProblemError(
+        f"Model.forward stores a {after} tensor in self.{target}, which holds a {before} tensor when the model "
+        "is captured: the state changes shape or dtype between calls, and LEGO's plan is specialised to one "
+        "shape and dtype of each tensor it reads",
+        path,
+        None,
+        hint=f"make self.{target} start with the shape and dtype forward stores in it (create it so in "
+        f"__init__, or convert the new value back: .to(self.{target}.dtype)).",
+    )
 
 
 def check_state_fits(graph: Graph, path: str | None) -> None:
@@ -434,15 +481,7 @@ def check_state_fits(graph: Graph, path: str | None) -> None:
         after = value_info(by_name[update.node]) if update.node in by_name else None
         if before is None or after is None or (before.shape, before.dtype) == (after.shape, after.dtype):
             continue
-        raise ProblemError(
-            f"Model.forward stores a {after.describe()} tensor in self.{update.target}, which holds a "
-            f"{before.describe()} tensor when the model is captured: the state changes shape or dtype between "
-            "calls, and LEGO's plan is specialised to one shape and dtype of each tensor it reads",
-            path,
-            None,
-            hint=f"make self.{update.target} start with the shape and dtype forward stores in it (create it so in "
-            f"__init__, or convert the new value back: .to(self.{update.target}.dtype)).",
-        )
+        raise _state_changes_error(update.target, after.describe(), before.describe(), path)
 
 
 def main(argv: list[str]) -> int:

@@ -112,7 +112,9 @@ def explain(exc: BaseException, path: str | None, line: int | None) -> ProblemEr
     return error
 
 
-_REASSIGNED = re.compile(r"The tensor attribute self\.(?P<name>[\w.]+) was assigned during export")
+# one attribute: "The tensor attribute self.hidden was assigned ..."; several:
+# "The tensor attributes self.cells.1.hidden, self.cells.0.hidden were assigned ..."
+_REASSIGNED = re.compile(r"The tensor attributes? (?P<names>self\.[\w.]+(?:, self\.[\w.]+)*) (?:was|were) assigned during export")
 
 
 def reassigned_attributes(warnings: list) -> list[str]:
@@ -121,8 +123,10 @@ def reassigned_attributes(warnings: list) -> list[str]:
     names = []
     for w in warnings:
         found = _REASSIGNED.search(str(getattr(w, "message", w)))
-        if found and found["name"] not in names:
-            names.append(found["name"])
+        for name in found["names"].split(", ") if found else ():
+            name = name.removeprefix("self.")
+            if name not in names:
+                names.append(name)
     return names
 
 

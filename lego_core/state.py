@@ -96,18 +96,73 @@ def as_buffers(model: torch.nn.Module, names: list[str]):
             module.__dict__[name] = value
 
 
-def reassigned_buffers(model: torch.nn.Module, inputs: list, targets: list[str]) -> list[str]:
-    """Those of the registered buffers ``targets`` that one eager forward of
-    ``model`` on ``inputs`` replaces by another tensor (``self.seen =
-    self.seen + 1``) rather than writing into (``self.seen += 1``): the
-    exported graph shows both as the same buffer write, and eager's tensor
-    objects differ.  The forward's writes are undone (:func:`preserved`)."""
-    if not targets:
-        return []
-    before = {t: read(model, t) for t in targets}
+def probe_writes(model: torch.nn.Module, inputs: list) -> dict[str, tuple[str, str]]:
+    """What one eager forward of ``model`` on ``inputs`` writes, undone
+    afterwards (:func:`preserved`): ``{dotted name: (what, how)}`` with
+    ``what`` ``"buffer"`` or ``"attribute"`` (a plain tensor attribute) and
+    ``how`` ``"reassigned"`` (another tensor stored) or ``"in place"`` (its
+    version counter moved).  torch.export misses some of these (a buffer
+    reassigned in a submodule), so capture compares its graph with them."""
+    before = {}
+    for prefix, module in model.named_modules():
+        for name, buf in module._buffers.items():
+            if buf is not None:
+                before[f"{prefix}.{name}" if prefix else name] = ("buffer", buf, _version(buf))
+        for name, value in vars(module).items():
+            if isinstance(value, torch.Tensor) and not isinstance(value, torch.nn.Parameter):
+                before[f"{prefix}.{name}" if prefix else name] = ("attribute", value, _version(value))
+    found = {}
     with torch.no_grad(), preserved(model):
         model(*inputs)
-        return [t for t in targets if read(model, t) is not before[t]]
+        for target, (what, obj, version) in before.items():
+            try:
+                now = read(model, target)
+            except (AttributeError, KeyError):
+                continue
+            if now is not obj:
+                found[target] = (what, "reassigned")
+            elif version is None or _version(now) != version:
+                found[target] = (what, "in place")
+    return found
+
+
+@contextlib.contextmanager
+def reassign_as_copy(model: torch.nn.Module, targets: list[str], mismatched: list):
+    """Inside: storing a tensor in one of the buffers ``targets`` (dotted)
+    writes it into the buffer (``copy_``) instead, so torch.export records
+    the write (it drops a buffer reassigned in a submodule).  A value of
+    another shape or dtype than the buffer's is stored as usual and
+    ``(target, value shape, value dtype)`` appended to ``mismatched``."""
+    redirected = {}
+    for target in targets:
+        module, name = _owner(model, target)
+        redirected[(id(module), name)] = target
+    classes = {type(m) for m in model.modules() if any((id(m), n) in redirected for _id, n in redirected)}
+    originals = {}
+
+    def make(cls, original):
+        def __setattr__(self, name, value):
+            target = redirected.get((id(self), name))
+            current = self._buffers.get(name) if target is not None and "_buffers" in vars(self) else None
+            if target is not None and isinstance(value, torch.Tensor) and isinstance(current, torch.Tensor):
+                if tuple(value.shape) == tuple(current.shape) and value.dtype == current.dtype:
+                    current.copy_(value)
+                    return
+                mismatched.append((target, tuple(value.shape), value.dtype))
+            original(self, name, value)
+        return __setattr__
+
+    try:
+        for cls in classes:
+            originals[cls] = cls.__dict__.get("__setattr__")
+            cls.__setattr__ = make(cls, cls.__setattr__)
+        yield
+    finally:
+        for cls, original in originals.items():
+            if original is None:
+                del cls.__setattr__
+            else:
+                cls.__setattr__ = original
 
 
 def with_state(output, model: torch.nn.Module, targets) -> object:

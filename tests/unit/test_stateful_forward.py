@@ -108,7 +108,36 @@ class Model(nn.Module):
         return self.fc(x - self.total / self.seen)
 '''
 
+NESTED = HEAD + '''
+class Cell(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ih = nn.Linear(width, width)
+        self.hidden = torch.zeros(batch_size, width)  # reassigned, in a submodule
+        self.register_buffer("trace", torch.zeros(width))  # written in place, in a submodule
+        self.register_buffer("steps", torch.zeros(()))  # a buffer reassigned in a submodule (torch.export drops it)
+
+    def forward(self, x):
+        self.hidden = torch.tanh(self.ih(x) + self.hidden)
+        self.trace.mul_(0.5).add_(x.mean(0))
+        self.steps = self.steps + 1
+        return self.hidden
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.cells = nn.ModuleList([Cell(), Cell()])
+
+    def forward(self, x):
+        for cell in self.cells:
+            x = cell(x)
+        return x + self.cells[0].trace * self.cells[1].steps
+'''
+
 CASES = {
+    "nested": (NESTED, {f"cells.{k}.{n}": how for k in (0, 1) for n, how in
+                        (("hidden", "reassigned"), ("trace", "in place"), ("steps", "reassigned"))}),
     "attribute_in_place": (ATTRIBUTE_IN_PLACE, {"hidden": "in place"}),
     "buffer_reassigned": (BUFFER_REASSIGNED, {"total": "reassigned", "seen": "reassigned"}),
     "rnn_attribute": (RNN_ATTRIBUTE, {"hidden": "reassigned"}),
@@ -117,8 +146,10 @@ CASES = {
 }
 
 
-def _state(model, names):
-    return {name: getattr(model, name) for name in names}
+def _get(model, name):
+    for part in name.split("."):
+        model = getattr(model, part)
+    return model
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -134,10 +165,10 @@ def test_a_stateful_forward_is_optimized_and_carries_its_state_over_five_calls(t
 
     model, new = fresh_pair(load_optimized(tmp_path / "out"))
     in_place = [name for name, kind in kinds.items() if kind == "in place"]
-    ptrs_eager = {n: getattr(model, n).data_ptr() for n in in_place}
-    ptrs_new = {n: getattr(new, n).data_ptr() for n in in_place}
-    objects_new = {n: getattr(new, n) for n in in_place}
-    objects_before = {n: getattr(new, n) for n in kinds}
+    ptrs_eager = {n: _get(model, n).data_ptr() for n in in_place}
+    ptrs_new = {n: _get(new, n).data_ptr() for n in in_place}
+    objects_new = {n: _get(new, n) for n in in_place}
+    objects_before = {n: _get(new, n) for n in kinds}
     torch.manual_seed(1)
     import warnings
     with torch.no_grad(), warnings.catch_warnings(record=True) as caught:
@@ -147,17 +178,18 @@ def test_a_stateful_forward_is_optimized_and_carries_its_state_over_five_calls(t
             out_eager, out_new = model(x), new(x)
             torch.testing.assert_close(out_new, out_eager, atol=1e-5, rtol=1e-5, msg=f"output of call {call}")
             for name in kinds:
-                got, want = getattr(new, name), getattr(model, name)
+                got, want = _get(new, name), _get(model, name)
                 torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5, msg=f"{name} after call {call}")
     assert not [w for w in caught if "LEGO" in str(w.message)], [str(w.message) for w in caught]  # the plan ran every time
     for name in in_place:  # updated in place: the same tensor objects in both
-        assert getattr(model, name).data_ptr() == ptrs_eager[name]
-        assert getattr(new, name).data_ptr() == ptrs_new[name] and getattr(new, name) is objects_new[name]
+        assert _get(model, name).data_ptr() == ptrs_eager[name]
+        assert _get(new, name).data_ptr() == ptrs_new[name] and _get(new, name) is objects_new[name]
     for name, kind in kinds.items():  # a plain attribute stays one, a buffer stays registered
+        owner, _, leaf = name.rpartition(".")
         assert (name in dict(new.named_buffers())) == (name in dict(model.named_buffers()))
-        assert (name in vars(new)) == (name in vars(model))
+        assert (leaf in vars(_get(new, owner) if owner else new)) == (leaf in vars(_get(model, owner) if owner else model))
         if kind == "reassigned":
-            assert getattr(new, name) is not objects_before[name]  # a new tensor, as eager stores
+            assert _get(new, name) is not objects_before[name]  # a new tensor, as eager stores
     if "calls" in kinds:
         assert int(new.calls) == int(model.calls) == 5
 
