@@ -366,11 +366,12 @@ def capture_graph(problem: Problem, channels_last: bool = False) -> Graph:
     compares the state after a call too).
     """
     inputs = problem.make_inputs(seed=0)
+    # what one eager forward writes (undone): the state the graph must carry.  On the user's layout,
+    # which the loader ran (a model whose views need NCHW fails in eager on channels-last inputs)
+    probe = state.probe_writes(problem.model, inputs)
     if channels_last:
         inputs = [to_channels_last(x) for x in inputs]
     path = problem.spec.path
-    # what one eager forward writes (undone): the state the graph must carry
-    probe = state.probe_writes(problem.model, inputs)
     # plain tensor attributes forward writes are exported as buffers, so their new values are graph
     # outputs; reassignments are exported as copies into the buffer (torch.export drops a buffer
     # reassigned in a submodule).  Torch's own reports (a reassigned attribute's warning, a constant
