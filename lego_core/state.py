@@ -5,11 +5,15 @@ tensor attribute (``self.hidden = torch.tanh(...)``, an RNN cell's hidden
 state) or updates a registered buffer in place (``self.calls += 1``,
 running statistics).  LEGO carries both:
 
+* :func:`probe_writes`: one eager forward (undone) lists every buffer and
+  plain tensor attribute forward writes, and how (in place or reassigned).
 * :func:`as_buffers`: while ``capture_graph`` exports, the plain tensor
-  attributes forward reassigns are registered as non-persistent buffers, so
+  attributes forward writes are registered as non-persistent buffers, so
   torch.export captures them as graph inputs and their new values as
   ``BUFFER_MUTATION`` outputs (a plain attribute would be frozen as a
-  constant).  The model is given back as it was.
+  constant); :func:`reassign_as_copy` turns a reassignment into a copy into
+  the buffer while exporting (torch.export drops a buffer reassigned in a
+  submodule).  The model is given back as it was.
 * :class:`StateUpdate`: one written tensor, its module path and name, and
   how eager writes it (``"in place"``: ``tensor.copy_(new)``, the same
   tensor object; ``"reassigned"``: ``setattr``, a new tensor).  The graph
@@ -18,8 +22,15 @@ running statistics).  LEGO carries both:
   ``optimized_model.py`` reads the state at every call and writes it back
   (``lego_runtime.read_state`` / ``write_state``).
 * :func:`preserved`: every eager reference run (the loader's check, the
-  fast-path check, the end-to-end reference, the float64 truth) starts from
-  the state the model had before it, so candidate and reference start alike.
+  probe, the fast-path check, the end-to-end reference, torch.compile's
+  reference, the benchmark's candidates) leaves the state as it found it,
+  so candidate and reference start alike; :func:`with_state` adds the
+  state after a call to what the end-to-end judge compares.
+
+Not carried (refused by name, with what to change): writes into parameters
+or the caller's inputs (``faithful_capture.check_stateless``), state whose
+shape or dtype changes between calls (``capture.check_state_fits``), a
+plain Python value kept as state (:func:`python_state_error`, at load).
 """
 from __future__ import annotations
 
