@@ -17,8 +17,10 @@ read from its report.json:
 - ``captured``: the model loaded and torch.export captured it (a report was
   written); a refusal (the optimizer's ``error:`` line) is the row's
   ``error``.  ``EXPECTED_REFUSALS`` names the models LEGO is meant to
-  refuse and the phrase the refusal must contain (a forward that reassigns
-  a tensor attribute); such a row is ``ok`` when refused so.
+  refuse and the phrase the refusal must contain; such a row is ``ok`` when
+  refused so (none now: the stateful models, ``STATEFUL``, whose forwards
+  write module state, are expected to deliver verified plans with the state
+  carried by ModelNew, ``lego_core.state``).
 - ``verified``: the end-to-end judge against fp64 passed (``end_to_end.passed``).
 - ``dropped``: the kernels the judge took out (``summary.dropped_by_judge``;
   their labels from ``end_to_end.dropped`` under the row).
@@ -50,11 +52,10 @@ import gpu_models as gm  # noqa: E402  (bench/ is the script's folder)
 
 ROOT = gm.ROOT
 BREADTH_DIR = BENCH / "models" / "breadth"
-# model -> a phrase its refusal must contain (LEGO refuses these on purpose)
-EXPECTED_REFUSALS = {
-    "stateful_rnn_attr": "stores a new tensor in self.hidden on every call",
-    "stateful_running_stats": "writes into buffer 'running_mean', buffer 'running_var', buffer 'calls'",
-}
+# model -> a phrase its refusal must contain (LEGO refuses these on purpose); none at present
+EXPECTED_REFUSALS: dict[str, str] = {}
+# models whose forward writes module state (their outputs depend on the calls before): verified plans expected
+STATEFUL = ("stateful_rnn_attr", "stateful_running_stats")
 CPU_SEARCH_S = 15.0  # --max-search-time per model on a CPU unless --search-arg sets one
 
 

@@ -19,6 +19,7 @@ Usage: see bench/gpu_models.py (``make bench-gpu``).
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import gc
 import time
@@ -28,6 +29,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
+from lego_core.state import preserved
 from lego_core.timing import DEFAULT_REP, DEFAULT_WARMUP_MS, TimingResult, time_on_device
 
 COMPILE_MODES = ("default", "reduce-overhead")
@@ -116,16 +118,19 @@ def side_by_side(
             try:
                 started = time.perf_counter()
                 fn = build()
-                out = fn(*input_sets[0])
-                out = torch.utils._pytree.tree_map(lambda t: t.detach().clone() if isinstance(t, torch.Tensor) else t, out)  # a CUDA-graph output is overwritten by the next replay
-                _sync(out)
-                result.setup_s = time.perf_counter() - started
-                if k == 0:
-                    reference = out
-                elif reference is not None:
-                    result.rel_err = norm_rel_error(out, reference)
-                del out
-                result.timing = time_on_device(lambda xs, f=fn: f(*xs), input_sets, warmup_ms, rep, sync_each)
+                # a stateful forward's writes are undone after each candidate, so every candidate's
+                # first call (its rel_err) starts from the same state (lego_core.state)
+                with preserved(fn) if isinstance(fn, torch.nn.Module) else contextlib.nullcontext():
+                    out = fn(*input_sets[0])
+                    out = torch.utils._pytree.tree_map(lambda t: t.detach().clone() if isinstance(t, torch.Tensor) else t, out)  # a CUDA-graph output is overwritten by the next replay
+                    _sync(out)
+                    result.setup_s = time.perf_counter() - started
+                    if k == 0:
+                        reference = out
+                    elif reference is not None:
+                        result.rel_err = norm_rel_error(out, reference)
+                    del out
+                    result.timing = time_on_device(lambda xs, f=fn: f(*xs), input_sets, warmup_ms, rep, sync_each)
             except Exception as exc:  # noqa: BLE001 - one candidate's failure is a result
                 result.error = _error_text(exc)
             finally:
@@ -174,7 +179,7 @@ def eager_peak_mb(model: torch.nn.Module, inputs: Sequence[Any]) -> float | None
     torch.cuda.synchronize(device)
     torch.cuda.reset_peak_memory_stats(device)
     before = torch.cuda.memory_allocated(device)
-    with torch.no_grad():
+    with torch.no_grad(), preserved(model):  # a stateful forward's writes are undone
         out = model(*inputs)
     torch.cuda.synchronize(device)
     activations = torch.cuda.max_memory_allocated(device) - before

@@ -22,7 +22,7 @@ import torch.fx as fx
 from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind
 
-from lego_core import capture_errors
+from lego_core import capture_errors, state
 from lego_core.faithful_capture import check_fast_paths, check_stateless
 from lego_core.problem import Problem, ProblemError
 
@@ -71,15 +71,41 @@ class Graph:
     tensor; a tuple, list or dict of tensors, nested too, gives its leaves
     in ``torch.utils._pytree`` order); ``out_spec`` the pytree TreeSpec that
     puts them back into the structure forward returns (a leaf for a tensor).
+
+    A stateful forward's writes (``state_updates``: ``lego_core.state.
+    StateUpdate``, one per buffer or reassigned plain tensor attribute, in
+    torch.export's order) are extra outputs: ``output_nodes`` holds the
+    user's outputs (``user_outputs``, which ``out_spec`` describes) followed
+    by the new state values, so the plan computes and the verifier checks
+    them like any output.  ``reassigned``: the dotted names of the plain
+    tensor attributes that were registered as buffers for the export
+    (written back by reassignment; every other buffer in place).
     """
 
-    def __init__(self, ep: ExportedProgram):
+    def __init__(self, ep: ExportedProgram, reassigned: list[str] = ()):
         self.ep = ep
         self.fx_graph: fx.Graph = ep.graph
         self.placeholders: list[fx.Node] = [n for n in ep.graph.nodes if n.op == "placeholder"]
         self.compute_nodes: list[fx.Node] = [n for n in ep.graph.nodes if n.op == "call_function"]
         out = next(n for n in ep.graph.nodes if n.op == "output")
-        self.output_nodes: list[fx.Node] = [a for a in torch.utils._pytree.tree_leaves(out.args[0]) if isinstance(a, fx.Node)]
+        leaves = list(torch.utils._pytree.tree_leaves(out.args[0]))
+        specs = list(ep.graph_signature.output_specs)
+        buffer_input = {str(s.target): s.arg.name for s in ep.graph_signature.input_specs if s.kind == InputKind.BUFFER}
+        # buffer writes (torch.export lists them first): the state the plan computes and ModelNew writes back
+        self.state_updates: list[state.StateUpdate] = []
+        user: list = []
+        for k, leaf in enumerate(leaves):
+            spec = specs[k] if k < len(specs) else None
+            if spec is not None and spec.kind.name == "BUFFER_MUTATION" and isinstance(leaf, fx.Node):
+                target = str(spec.target)
+                kind = "reassigned" if target in reassigned else "in place"
+                self.state_updates.append(state.StateUpdate(target, kind, leaf.name, buffer_input.get(target)))
+            else:
+                user.append(leaf)
+        self.user_outputs = [a for a in user if isinstance(a, fx.Node)]
+        # the user's outputs first (``output_nodes[:len(user_outputs)]``), then the new state values
+        by_name = {n.name: n for n in ep.graph.nodes}
+        self.output_nodes: list[fx.Node] = self.user_outputs + [by_name[u.node] for u in self.state_updates]
         self.out_spec = ep.call_spec.out_spec  # None in no torch we support; a leaf spec for a single tensor
         self.sources: dict[str, PlaceholderSource] = {}
         user_index = 0
@@ -110,8 +136,8 @@ class Graph:
             src = self.sources[node.name]
             if src.kind == "parameter":
                 values[node.name] = model.get_parameter(src.target)
-            elif src.kind == "buffer":
-                values[node.name] = model.get_buffer(src.target)
+            elif src.kind == "buffer":  # a registered buffer, or a plain tensor attribute forward writes
+                values[node.name] = state.read(model, src.target)
             elif src.kind == "constant":
                 values[node.name] = self.ep.constants[src.target]
             else:
@@ -323,34 +349,140 @@ def capture_graph(problem: Problem, channels_last: bool = False) -> Graph:
     ProblemError when torch.export cannot capture the model, with a message
     and fix per failure class (``capture_errors``: data-dependent control
     flow, a mutated constant, dynamic shapes, a non-tensor output, an
-    unsupported operation) and torch's message underneath; when forward
-    reassigns a plain tensor attribute (state torch.export would freeze as a
-    constant, ``capture_errors.state_error``); and when the
+    unsupported operation) and torch's message underneath; and when the
     capture could not compute what eager does (``faithful_capture``: a
-    forward that writes into buffers, parameters or inputs; a fast path
-    that gives other values than the captured ordinary path).
+    forward that writes into parameters or inputs; a fast path that gives
+    other values than the captured ordinary path; ``check_state_fits``:
+    state whose shape or dtype changes between calls).
+
+    A stateful forward is carried (``lego_core.state``): the plain tensor
+    attributes it reassigns (torch.export's warning) or writes in place
+    (torch.export's "Constant ... is mutated") are registered as
+    non-persistent buffers while it exports again (``problem.model`` is given
+    back as it was), so every state write is a buffer write; one eager
+    forward (its writes undone) tells which registered buffers it reassigns
+    rather than writes into.  The graph's ``state_updates`` name them, and
+    ``problem.state_targets`` is set to their names (the end-to-end judge
+    compares the state after a call too).
     """
     inputs = problem.make_inputs(seed=0)
+    # what one eager forward writes (undone): the state the graph must carry.  On the user's layout,
+    # which the loader ran (a model whose views need NCHW fails in eager on channels-last inputs)
+    probe = state.probe_writes(problem.model, inputs)
     if channels_last:
         inputs = [to_channels_last(x) for x in inputs]
+    path = problem.spec.path
+    # plain tensor attributes forward writes are exported as buffers, so their new values are graph
+    # outputs; reassignments are exported as copies into the buffer (torch.export drops a buffer
+    # reassigned in a submodule).  Torch's own reports (a reassigned attribute's warning, a constant
+    # written in place) add what the probe missed.
+    attributes = [t for t, (what, _how) in probe.items() if what == "attribute"]
+    reassigned = [t for t, (_what, how) in probe.items() if how == "reassigned"]
+    mismatched: list = []
+    tensors = sum(isinstance(v, torch.Tensor) for m in problem.model.modules() for v in vars(m).values())
+    for _attempt in range(tensors + 2):  # one more export per attribute torch reports
+        mismatched.clear()
+        try:
+            with state.as_buffers(problem.model, attributes), state.reassign_as_copy(problem.model, reassigned, mismatched):
+                ep, seen = _export(problem.model, inputs, path)
+        except ProblemError as error:
+            name = getattr(error, "mutated_constant", None)
+            if name and name not in attributes and not state.not_tensors(problem.model, [name]):
+                attributes.append(name)
+                _add_reassigned(problem.model, getattr(error, "warnings", []), attributes, reassigned, path)
+                continue
+            raise
+        if not _add_reassigned(problem.model, seen, attributes, reassigned, path):
+            break
+    else:
+        raise capture_errors.state_error(attributes, path)
+    if mismatched:
+        target, shape, dtype = mismatched[0]
+        raise _state_changes_error(target, f"{str(dtype).removeprefix('torch.')}{list(shape)}",
+                                   ValueInfo(tuple(state.read(problem.model, target).shape), state.read(problem.model, target).dtype, ()).describe(), path)
+    # what eager computes and the graph cannot: parameters or inputs written, fast paths
+    check_stateless(ep, path)
+    with state.preserved(problem.model):  # the fast-path check runs eager twice: its state writes are undone
+        check_fast_paths(problem.model, inputs, problem.spec.torch_dtype, path)
+    graph = Graph(ep, reassigned=reassigned)
+    check_state_fits(graph, path)
+    captured = {u.target for u in graph.state_updates}
+    missing = [t for t in probe if t not in captured]
+    if missing:
+        listed = ", ".join(f"self.{t} ({probe[t][0]} {probe[t][1]})" for t in missing)
+        raise ProblemError(
+            f"Model.forward writes {listed}, and torch.export did not capture that write, so an optimized model "
+            "would lose the update",
+            path,
+            None,
+            hint=f"keep the state in a registered buffer and write into it in place (self.{missing[0].rpartition('.')[2]}"
+            ".copy_(new_value)), which LEGO carries.",
+        )
+    problem.state_targets = [u.target for u in graph.state_updates]  # the end-to-end judge compares them too
+    return graph
+
+
+def _export(model: torch.nn.Module, inputs: list, path: str | None) -> tuple[ExportedProgram, list]:
+    """``model`` exported at ``inputs`` and decomposed to core ATen, with the
+    warnings torch.export gave; raises ProblemError (``capture_errors.explain``)."""
     previous = torch.backends.mha.get_fastpath_enabled()
     torch.backends.mha.set_fastpath_enabled(False)
     try:
+        seen: list = []
         with warnings.catch_warnings(record=True) as seen:
             warnings.simplefilter("always")
-            ep = torch.export.export(problem.model, tuple(inputs))
+            ep = torch.export.export(model, tuple(inputs))
         ep = ep.run_decompositions(decomposition_table())
     except Exception as exc:  # noqa: BLE001 - torch.export raises many types: sorted into classes
-        raise capture_errors.explain(exc, problem.spec.path, _user_line(exc, problem.spec.path)) from None
+        error = capture_errors.explain(exc, path, _user_line(exc, path))
+        found = re.search(r"Constant (?P<name>[\w.]+) is mutated", str(exc))
+        error.mutated_constant = found["name"] if found else None
+        error.warnings = list(seen)
+        raise error from None
     finally:
         torch.backends.mha.set_fastpath_enabled(previous)
-    reassigned = capture_errors.reassigned_attributes(seen)
-    if reassigned:  # captured as constants: the plan would keep the first value for ever
-        raise capture_errors.state_error(reassigned, problem.spec.path)
-    # what eager computes and the graph cannot: state written back, fast paths
-    check_stateless(ep, problem.spec.path)
-    check_fast_paths(problem.model, inputs, problem.spec.torch_dtype, problem.spec.path)
-    return Graph(ep)
+    return ep, seen
+
+
+def _add_reassigned(model, seen: list, attributes: list, reassigned: list, path: str | None) -> bool:
+    """Add the plain tensor attributes torch.export warned were reassigned
+    (``seen``: its warnings) to ``attributes`` and ``reassigned``; whether
+    any was new.  Raises ProblemError (``capture_errors.state_error``) for a
+    name that is not a plain tensor attribute."""
+    found = [n for n in capture_errors.reassigned_attributes(seen) if n not in attributes]
+    if not found:
+        return False
+    bad = state.not_tensors(model, found)
+    if bad:
+        raise capture_errors.state_error(bad, path)
+    attributes += found
+    reassigned += [n for n in found if n not in reassigned]
+    return True
+
+
+def _state_changes_error(target: str, after: str, before: str, path: str | None) -> ProblemError:
+    return ProblemError(
+        f"Model.forward stores a {after} tensor in self.{target}, which holds a {before} tensor when the model "
+        "is captured: the state changes shape or dtype between calls, and LEGO's plan is specialised to one "
+        "shape and dtype of each tensor it reads",
+        path,
+        None,
+        hint=f"make self.{target} start with the shape and dtype forward stores in it (create it so in "
+        f"__init__, or convert the new value back: .to(self.{target}.dtype)).",
+    )
+
+
+def check_state_fits(graph: Graph, path: str | None) -> None:
+    """Raise ProblemError when a state tensor forward writes gets another
+    shape or dtype than it had when captured (the plan is specialised to
+    one; the next call would not fit it)."""
+    by_name = {n.name: n for n in graph.fx_graph.nodes}
+    for update in graph.state_updates:
+        before = value_info(by_name[update.placeholder]) if update.placeholder in by_name else None
+        after = value_info(by_name[update.node]) if update.node in by_name else None
+        if before is None or after is None or (before.shape, before.dtype) == (after.shape, after.dtype):
+            continue
+        raise _state_changes_error(update.target, after.describe(), before.describe(), path)
 
 
 def main(argv: list[str]) -> int:

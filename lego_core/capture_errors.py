@@ -18,8 +18,11 @@ line at the end of the message, all of it in the error's ``raw``).
 A forward that *reassigns* a plain tensor attribute (``self.hidden = ...``)
 does not fail torch.export: it warns and captures the attribute's value as a
 constant, so the plan would reuse the first value for ever.
-:func:`reassigned_attributes` reads those warnings; ``capture_graph`` refuses
-the model with :func:`state_error`.
+:func:`reassigned_attributes` reads those warnings; ``capture_graph`` exports
+again with those attributes registered as buffers (``lego_core.state``), so
+the plan carries the state, and refuses with :func:`state_error` only what it
+cannot carry.  A plain tensor attribute written in place (``mutated
+constant``) is carried the same way.
 """
 from __future__ import annotations
 
@@ -28,8 +31,9 @@ import re
 from lego_core.spec import ProblemError
 
 STATE_FIX = (
-    "keep the state outside the module: pass it to forward as an input and return the new value as an output "
-    "(h = cell(x, h)), which LEGO optimizes; LEGO's plan computes outputs only and never writes module state back."
+    "keep the state in a tensor: a registered buffer (self.register_buffer(name, tensor)) or a plain tensor "
+    "attribute of the module, which LEGO carries; or pass it to forward as an input and return the new value as "
+    "an output (h = cell(x, h))."
 )
 
 # (class, exception type names, message patterns, what happened, fix)
@@ -108,7 +112,9 @@ def explain(exc: BaseException, path: str | None, line: int | None) -> ProblemEr
     return error
 
 
-_REASSIGNED = re.compile(r"The tensor attribute self\.(?P<name>[\w.]+) was assigned during export")
+# one attribute: "The tensor attribute self.hidden was assigned ..."; several:
+# "The tensor attributes self.cells.1.hidden, self.cells.0.hidden were assigned ..."
+_REASSIGNED = re.compile(r"The tensor attributes? (?P<names>self\.[\w.]+(?:, self\.[\w.]+)*) (?:was|were) assigned during export")
 
 
 def reassigned_attributes(warnings: list) -> list[str]:
@@ -117,18 +123,23 @@ def reassigned_attributes(warnings: list) -> list[str]:
     names = []
     for w in warnings:
         found = _REASSIGNED.search(str(getattr(w, "message", w)))
-        if found and found["name"] not in names:
-            names.append(found["name"])
+        for name in found["names"].split(", ") if found else ():
+            name = name.removeprefix("self.")
+            if name not in names:
+                names.append(name)
     return names
 
 
 def state_error(names: list[str], path: str | None) -> ProblemError:
-    """The refusal of a forward that reassigns the tensor attributes ``names``."""
+    """The refusal of a forward that writes the attributes ``names`` in a way
+    LEGO cannot carry (not plain tensors of the model, or state that is
+    still not captured after registering them as buffers)."""
     listed = ", ".join(f"self.{n}" for n in names)
     error = ProblemError(
-        f"Model.forward stores a new tensor in {listed} on every call (a plain tensor attribute, e.g. an RNN "
-        "cell's hidden state); torch.export captures its value at capture time as a constant, so an optimized "
-        "model would reuse that first value on every later call instead of the updated state",
+        f"Model.forward stores a new value in {listed} on every call, and LEGO carries module state only in "
+        "registered buffers and plain tensor attributes of the model; torch.export would capture this value at "
+        "capture time as a constant, so an optimized model would reuse that first value on every later call "
+        "instead of the updated state",
         path,
         None,
         hint=STATE_FIX,

@@ -212,6 +212,8 @@ def model_source(graph: Graph, items: list[OrNode], problem, run_id: str, kernel
                  f"BAKED_ATTRIBUTES = {baked_attributes(problem.model)!r}\n")
     parts.append("# plain tensor attributes the plan reads as constants (module path, name, constant): a change runs the original forward\n"
                  f"CONSTANT_ATTRIBUTES = {constant_attributes(graph, problem.model)!r}\n")
+    parts.append("# module state forward writes (dotted name, how eager writes it: \"in place\" or \"reassigned\", shape, dtype): read and written back at every call\n"
+                 f"STATE = {state_text(graph)!r}\n")
     parts.append(f"PLAN_DEVICE = {spec.device!r}\n")
     parts.append(launch_line(launch or DEFAULT_LAUNCH))
     parts.append(CHECKS)
@@ -316,6 +318,19 @@ def _in_graph_order(nodes: list, order: dict) -> list:
     return sorted(nodes, key=lambda n: order[n.name])
 
 
+def state_text(graph: Graph) -> tuple:
+    """``((target, kind, shape, dtype), ...)``: the state a stateful forward
+    writes (``Graph.state_updates``), as ``optimized_model.py``'s ``STATE``:
+    the dotted name, ``"in place"`` (written in place) or ``"reassigned"``
+    (reassigned), and the shape and dtype the plan reads and writes."""
+    by_name = {n.name: n for n in graph.fx_graph.nodes}
+    found = []
+    for update in getattr(graph, "state_updates", ()):
+        info = value_info(by_name[update.node])
+        found.append((update.target, update.kind, tuple(info.shape) if info else (), str(info.dtype) if info else ""))
+    return tuple(found)
+
+
 def output_spec_text(graph: Graph) -> str | None:
     """The pytree spec of forward's output as ``treespec_dumps`` text (JSON),
     or None when forward returns one tensor (the plan returns it as is)."""
@@ -348,7 +363,9 @@ def _model_class(graph: Graph, user_inputs: list[fx.Node], is_tensor: list[bool]
     else:
         positions = [k for k, tensor in enumerate(is_tensor) if tensor]
     names = ", ".join(f"inputs[{k}]" for k in positions)
-    bound = [n for n in graph.placeholders if graph.sources[n.name].kind in ("parameter", "buffer", "constant")]
+    updates = list(getattr(graph, "state_updates", ()))
+    state_inputs = {u.placeholder: u.target for u in updates if u.placeholder}
+    bound = [n for n in graph.placeholders if graph.sources[n.name].kind in ("parameter", "buffer", "constant") and n.name not in state_inputs]
     has_constants = any(graph.sources[n.name].kind == "constant" for n in bound)
     lines = [
         "\n\nclass ModelNew(Model):",
@@ -366,6 +383,7 @@ def _model_class(graph: Graph, user_inputs: list[fx.Node], is_tensor: list[bool]
         "    _lego_baked = BAKED_ATTRIBUTES",
         "    _lego_constant_attributes = CONSTANT_ATTRIBUTES",
         "    _lego_plan_device = PLAN_DEVICE",
+        "    _lego_state = STATE",
         "",
         "    def __init__(self, *args, **kwargs):",
         "        super().__init__(*args, **kwargs)",
@@ -392,7 +410,7 @@ def _model_class(graph: Graph, user_inputs: list[fx.Node], is_tensor: list[bool]
         "            inputs = check_call(self, inputs)  # in the layout the plan was made for",
         '        elif not self.lego_cuda_graph or self.lego_forward == "plan":',
         "            return self._lego_original(*inputs)  # the user's own forward, as eager runs it",
-        "        if self.lego_cuda_graph:  # a graph replays what it captured: eval only (lego_runtime.GraphReplayer)",
+        "        if self.lego_cuda_graph and not STATE:  # a graph replays what it captured: eval only, no state written (lego_runtime.GraphReplayer)",
         "            out = self._lego_graph(self, inputs)",
         "            if out is not None:",
         "                return out",
@@ -428,6 +446,9 @@ def _model_class(graph: Graph, user_inputs: list[fx.Node], is_tensor: list[bool]
     if bound:
         first = f"inputs[{is_tensor.index(True)}].device" if any(is_tensor) else "None"
         lines.append(f"        {', '.join(n.name for n in bound)}, = self._lego_bound.get(self, {first})")
+    for node in graph.placeholders:
+        if node.name in state_inputs:  # read at every call: forward writes it (STATE)
+            lines.append(f"        {node.name} = lego_runtime.read_state(self, {state_inputs[node.name]!r})")
     if user_inputs:
         lines.append(f"        {', '.join(n.name for n in user_inputs)}, = {names},")
     layout = layout or {}
@@ -437,7 +458,10 @@ def _model_class(graph: Graph, user_inputs: list[fx.Node], is_tensor: list[bool]
             if info is not None and len(info.shape) == 4:
                 lines.append(f"        {node.name} = lego_runtime.to_channels_last({node.name})  # captured in channels-last (NHWC)")
     lines += [f"        {line}" for line in body]
-    out = graph.output_nodes
+    if updates:  # the new state, written back as eager writes it (in place, or the attribute reassigned)
+        by_name = {n.name: n for n in graph.fx_graph.nodes}
+        lines.append(f"        lego_runtime.write_state(self, STATE, ({''.join(by_name[u.node].name + ', ' for u in updates)}))")
+    out = getattr(graph, "user_outputs", graph.output_nodes)
     strides = output_layout(graph, layout.get("output_strides"))
     if output_spec_text(graph) is not None:  # a tuple, list or dict of tensors, as forward returns them
         lines.append(f"        return lego_runtime.unflatten_output(({''.join(n.name + ', ' for n in out)}), OUTPUT_SPEC)")

@@ -31,6 +31,7 @@ import torch
 from lego_core.e2e_judge import float64_copy, judge_outputs, to_float64
 from lego_core.errors import OptimizeError
 from lego_core.search import load_module
+from lego_core.state import preserved, with_state
 from lego_core.verify import compare
 
 
@@ -40,6 +41,9 @@ def load_composed(out_dir: Path, problem) -> torch.nn.Module:
     torch.manual_seed(0)
     new = module.ModelNew(*module.get_init_inputs())
     new = new.to(device=problem.spec.device, dtype=problem.spec.torch_dtype).eval()
+    from lego_core.problem import move_plain_tensor_attributes
+
+    move_plain_tensor_attributes(new, problem.spec.device)  # as the problem's loader moved them (a stateful cell's self.hidden)
     new.load_state_dict(problem.model.state_dict())
     return new
 
@@ -67,22 +71,24 @@ def reference_run(problem, seed: int, fp64_device: str | None = None, with_compi
     re-checks many plans against it).  ``fp64_device``: where the float64 copy
     runs (None: the problem's device; ``"cpu"`` keeps it off a full GPU)."""
     inputs = problem.make_inputs(seed)
-    with torch.no_grad():
-        eager = problem.model(*inputs)
+    known = getattr(problem, "state_targets", None)  # None: not captured yet, every buffer is preserved
+    targets = list(known or ())  # a stateful forward: the state after the call is judged too
+    with torch.no_grad(), preserved(problem.model, known):  # the candidate starts from the same state (lego_core.state)
+        eager = with_state(problem.model(*inputs), problem.model, targets)
     ref = Reference(seed, inputs, eager)
     device = fp64_device or problem.spec.device
     try:
         model64 = float64_copy(problem.model, device)
         with torch.no_grad():
-            ref.truth = model64(*to_float64(inputs, device))
+            ref.truth = with_state(model64(*to_float64(inputs, device)), model64, targets)
         del model64
     except Exception as exc:  # noqa: BLE001 - a model that cannot run in float64 (a dtype fixed inside forward)
         ref.truth_error = f"{type(exc).__name__}: {str(exc).strip()[:300]}"
     if with_compile:
         try:
             compiled = torch.compile(problem.model)
-            with torch.no_grad():
-                ref.compiled = compiled(*inputs)
+            with torch.no_grad(), preserved(problem.model, known):
+                ref.compiled = with_state(compiled(*inputs), problem.model, targets)
         except Exception as exc:  # noqa: BLE001 - torch.compile's error is reported, never raised
             ref.compile_error = f"{type(exc).__name__}: {str(exc).strip()[:300]}"
     return ref
@@ -102,7 +108,10 @@ def check_end_to_end(out_dir: Path, problem, seed: int, fp64_device: str | None 
     (``judge.composed.composed_forward``; ``meter``: told that process's peak
     memory), eager, the fp64 truth and the judging here.  When the model
     cannot run in float64, the dtype tolerance against eager decides
-    (``verify.compare``), and ``criterion`` says so."""
+    (``verify.compare``), and ``criterion`` says so.  For a stateful forward
+    (``problem.state_targets``) the state after the call is judged with the
+    outputs: both sides are ``(outputs, (state, ...))`` (``state.with_state``),
+    starting from the same state."""
     from lego_core.judge.composed import composed_forward
 
     ref = reference if reference is not None and reference.seed == seed else reference_run(problem, seed, fp64_device)
@@ -117,9 +126,10 @@ def check_end_to_end(out_dir: Path, problem, seed: int, fp64_device: str | None 
         result.update(passed=cmp.passed, reason=cmp.reason, criterion=f"dtype tolerance against eager (no fp64 run: {ref.truth_error})")
     if ref.compile_error:
         result["compile_error"] = ref.compile_error
-    layout = layout_mismatch(actual, ref.eager)
+    user_actual, user_eager = (actual[0], ref.eager[0]) if getattr(problem, "state_targets", None) else (actual, ref.eager)
+    layout = layout_mismatch(user_actual, user_eager)
     if layout:
-        result.update(passed=False, reason=layout, output_strides={"optimized": list(actual.stride()), "eager": list(ref.eager.stride())})
+        result.update(passed=False, reason=layout, output_strides={"optimized": list(user_actual.stride()), "eager": list(user_eager.stride())})
     return result
 
 

@@ -5,13 +5,14 @@ Two kinds of model break that promise, and each is refused at capture with a
 ``ProblemError`` that says why and how to fix it, instead of failing after
 the whole search with "composed model does not match eager":
 
-* ``check_stateless``: a forward that writes into a buffer, a parameter or
-  one of its inputs (``self.calls += 1``, running statistics updated in
-  forward, ``x.add_(1)``).  torch.export lists such writes as extra graph
-  outputs (``graph_signature.output_specs``: ``BUFFER_MUTATION``,
-  ``PARAMETER_MUTATION``, ``USER_INPUT_MUTATION``); LEGO's plan computes the
-  user outputs only and never writes state back, so LEGO optimizes stateless
-  forwards only.
+* ``check_stateless``: a forward that writes into a parameter or one of its
+  inputs (``self.weight.mul_(0.9)``, ``x.add_(1)``).  torch.export lists
+  such writes as extra graph outputs (``graph_signature.output_specs``:
+  ``PARAMETER_MUTATION``, ``USER_INPUT_MUTATION``); LEGO's plan never writes
+  parameters or the caller's tensors back, so it refuses them.  Writes into
+  registered buffers (``BUFFER_MUTATION``: ``self.calls += 1``, running
+  statistics) are carried: the plan computes the new values and
+  ``ModelNew`` writes them back in place (``lego_core.state``).
 * ``check_fast_paths``: in eval mode without autograd, PyTorch runs
   ``nn.MultiheadAttention``, ``nn.TransformerEncoderLayer`` and
   ``nn.TransformerEncoder`` through fused fast paths (nested tensors,
@@ -37,7 +38,6 @@ FAST_PATH_MODULES = (torch.nn.MultiheadAttention, torch.nn.TransformerEncoderLay
 
 # graph output kinds that write state back: (kind name, what is written, signature attribute of its target)
 _MUTATIONS = {
-    "BUFFER_MUTATION": "buffer",
     "PARAMETER_MUTATION": "parameter",
     "USER_INPUT_MUTATION": "input",
 }
@@ -51,9 +51,10 @@ def _stack_line(node, path: str) -> int | None:
 
 
 def check_stateless(ep: ExportedProgram, path: str | None = None) -> None:
-    """Raise ProblemError when the exported forward writes into a buffer, a
-    parameter or a user input (see the module docstring); ``path``: the
-    model file, for the line of the first write.  Returns None otherwise."""
+    """Raise ProblemError when the exported forward writes into a parameter
+    or a user input (see the module docstring); ``path``: the model file, for
+    the line of the first write.  Returns None otherwise (buffer writes are
+    carried, not refused)."""
     output = next(n for n in ep.graph.nodes if n.op == "output")
     leaves = torch.utils._pytree.tree_leaves(output.args[0])
     writes: list[tuple[str, str]] = []
@@ -69,13 +70,13 @@ def check_stateless(ep: ExportedProgram, path: str | None = None) -> None:
         return
     named = ", ".join(f"{what} {target!r}" for what, target in writes)
     raise ProblemError(
-        f"Model.forward writes into {named} in place; LEGO optimizes stateless forwards: its plan computes the "
-        "outputs only and never writes buffers, parameters or inputs back (a call counter, running statistics "
-        "updated in forward), so the optimized model would lose this update",
+        f"Model.forward writes into {named} in place; LEGO carries state only in registered buffers (updated "
+        "in place or reassigned) and plain tensor attributes: its plan never writes parameters or the caller's "
+        "input tensors back, so the optimized model would lose this update",
         path,
         line,
-        hint="keep forward free of side effects: update state in a separate method outside forward, or return "
-        "the new value as an output instead of storing it.",
+        hint="keep the state in a buffer (self.register_buffer(name, tensor)) instead of a parameter, and copy an "
+        "input (x = x.clone()) before changing it in place; or update it in a separate method outside forward.",
     )
 
 

@@ -117,6 +117,11 @@ def measure_launch(out_dir: Path, problem, config) -> dict:
     input_sets = [problem.make_inputs(seed) for seed in config.verify_seeds]
     errors: dict[str, str] = {}
     variants = VARIANTS + (NHWC_VARIANTS if nhwc_applies(problem, input_sets[0]) else ())
+    if getattr(new, "_lego_state", ()):  # a forward that writes module state runs directly (ModelNew never replays it)
+        for forward, nhwc, graph in variants:
+            if graph:
+                errors[variant_name(forward, graph, nhwc)] = "the forward writes module state (STATE): not replayed as a CUDA graph"
+        variants = tuple(v for v in variants if not v[2])
     with torch.no_grad():
         direct: dict[str, torch.Tensor] = {}
         passed = [(forward, nhwc, graph) for forward, nhwc, graph in variants
@@ -143,24 +148,13 @@ def _check_variant(new, problem, input_sets, forward, nhwc, graph, direct: dict,
     variant computes and leaves an earlier call's output alone; the reason
     it does not goes into ``errors``.  ``direct`` collects each direct
     variant's output on the first input set."""
+    from lego_core.state import preserved
+
     name = variant_name(forward, graph, nhwc)
     _use_variant(new, forward, nhwc, graph)
     try:
-        out = new(*input_sets[0])
-        if graph and new._lego_graph.failure:
-            errors[name] = f"cannot be captured: {new._lego_graph.failure}"
-            return False
-        if graph:  # replayed output must equal the direct one, and stay put
-            first = out.clone()
-            new(*input_sets[1 % len(input_sets)])
-            again = new(*input_sets[0])
-            check = compare([again], [direct[variant_name(forward, False, nhwc)]], problem.spec.torch_dtype)
-            if not check.passed or not torch.equal(first, out):
-                errors[name] = f"replayed output differs from the direct forward: {check.reason or 'an earlier output changed'}"
-                return False
-        else:
-            direct[name] = out.clone()
-        return True
+        with preserved(new):  # every variant starts from the same module state
+            return _check_variant_here(new, problem, input_sets, forward, nhwc, graph, direct, errors, name)
     except Exception as exc:  # noqa: BLE001 - a failing variant is ruled out, not fatal
         errors[name] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300]
         return False
@@ -168,6 +162,25 @@ def _check_variant(new, problem, input_sets, forward, nhwc, graph, direct: dict,
         if graph:
             new._lego_graph.invalidate()
         torch.cuda.synchronize()
+
+
+def _check_variant_here(new, problem, input_sets, forward, nhwc, graph, direct: dict, errors: dict, name: str) -> bool:
+    """The body of :func:`_check_variant` (which catches its errors)."""
+    out = new(*input_sets[0])
+    if graph and new._lego_graph.failure:
+        errors[name] = f"cannot be captured: {new._lego_graph.failure}"
+        return False
+    if graph:  # replayed output must equal the direct one, and stay put
+        first = out.clone()
+        new(*input_sets[1 % len(input_sets)])
+        again = new(*input_sets[0])
+        check = compare([again], [direct[variant_name(forward, False, nhwc)]], problem.spec.torch_dtype)
+        if not check.passed or not torch.equal(first, out):
+            errors[name] = f"replayed output differs from the direct forward: {check.reason or 'an earlier output changed'}"
+            return False
+    else:
+        direct[name] = out.clone()
+    return True
 
 
 def _interleaved_medians(new, input_sets, variants, errors: dict) -> dict[str, float]:

@@ -185,8 +185,10 @@ def _stage(emit: Sink, meter: MemoryMeter, name: str) -> None:
 def _eager_forward(problem, record: dict | None = None) -> None:
     """One eager forward on the example inputs (seed 0), as a user runs it;
     ``record["strides"]``: its output's strides (a single tensor output)."""
+    from lego_core.state import preserved
+
     inputs = problem.make_inputs(0)
-    with torch.no_grad():
+    with torch.no_grad(), preserved(problem.model):  # a stateful forward's writes are undone
         out = problem.model(*inputs)
     if record is not None and isinstance(out, torch.Tensor):
         record["strides"] = tuple(out.stride())

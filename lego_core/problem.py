@@ -36,7 +36,9 @@ class Problem:
     dtype, all moved to the device); ``constants`` holds the module-level
     constants after overrides; ``moved_attributes`` names the plain tensor
     attributes (``self.mask = torch.tril(...)``, neither parameter nor
-    buffer) that loading moved to the device (:func:`move_plain_tensor_attributes`).
+    buffer) that loading moved to the device (:func:`move_plain_tensor_attributes`);
+    ``state_targets`` the module state a stateful forward writes (dotted
+    names, set by ``capture.capture_graph``, None until then; ``lego_core.state``).
     """
 
     spec: ProblemSpec
@@ -46,6 +48,8 @@ class Problem:
     constants: dict
     source: str
     moved_attributes: list[str] = dataclasses.field(default_factory=list)
+    # the module state forward writes (dotted names), set by ``capture_graph`` (None before); the judge compares it too
+    state_targets: list[str] | None = None
 
     def make_inputs(self, seed: int) -> list:
         torch.manual_seed(seed)
@@ -305,8 +309,14 @@ def _check_output_structure(out: Any, path: str) -> None:
 
 def _check_forward(problem: Problem) -> None:
     inputs = problem.make_inputs(seed=0)
-    with torch.no_grad():
+    from lego_core.state import plain_values, preserved, python_state_error
+
+    before = plain_values(problem.model)
+    with torch.no_grad(), preserved(problem.model):  # a stateful forward's writes are undone: the model stays as built
         out = _call_user(problem.spec.path, "running Model.forward on get_inputs()", lambda: problem.model(*inputs))
+    error = python_state_error(before, plain_values(problem.model), problem.spec.path)
+    if error is not None:  # a Python number kept as state: torch.export bakes it in, LEGO cannot carry it
+        raise error
     if not isinstance(out, torch.Tensor):
         _check_output_structure(out, problem.spec.path)
     for k, x in enumerate(inputs):

@@ -500,6 +500,7 @@ def _composed(state: State, payload: dict) -> dict:
     from lego_core.e2e import load_composed
     from lego_core.judge import wire
     from lego_core.judge.composed import ProblemView
+    from lego_core.state import with_state
 
     count = payload.get("memory", False)
     _memory_start(state, count)
@@ -508,6 +509,7 @@ def _composed(state: State, payload: dict) -> dict:
         new = load_composed(Path(payload["out_dir"]), problem)
         with torch.no_grad():
             actual = new(*payload["forward_inputs"])
+            actual = with_state(actual, new, payload.get("state_targets") or [])  # the state after the call, judged too
         _sync()
     del new
     return {"output": wire.encode(actual, None), "memory": _memory_peak(state, count), "pid": os.getpid()}

@@ -123,6 +123,7 @@ def composed_forward(out_dir: Path, problem, inputs: list, meter=None) -> tuple[
     with the original model's weights; returns (the output, that process's pid)."""
     payload = ProblemView.payload(problem, {})
     payload["forward_inputs"] = [_sendable(x) for x in inputs]
+    payload["state_targets"] = list(getattr(problem, "state_targets", None) or ())  # judged with the outputs (state.with_state)
     answer = run_fresh(out_dir, "composed", payload, meter)
     try:
         output = wire.decode(answer.get("output"), None)

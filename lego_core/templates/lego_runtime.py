@@ -216,6 +216,59 @@ def _changed_attribute(model, baked) -> str:
     return ""
 
 
+def _state_owner(model, target):
+    path, _, name = target.rpartition(".")
+    return (model.get_submodule(path) if path else model), name
+
+
+def read_state(model, target):
+    """The current tensor of state ``target`` (dotted): a registered buffer or
+    a plain tensor attribute, read at every call (a reassigned attribute is a
+    new tensor after each call)."""
+    module, name = _state_owner(model, target)
+    return module._buffers[name] if name in module._buffers else vars(module)[name]
+
+
+def write_state(model, state, values) -> None:
+    """Write a stateful forward's new state back as eager does: for each
+    ``(target, kind, shape, dtype)`` of ``state`` and its new value in
+    ``values`` (computed by the plan), ``"in place"``: copied into the
+    tensor the model holds (the same object: ``buffer.copy_(new)``);
+    ``"reassigned"``: the attribute (or buffer) set to the new tensor.  A new value
+    that shares memory with a tensor written in place is copied first, so
+    the order of the writes never changes what is written."""
+    current = [read_state(model, target) for target, *_ in state]
+    in_place = {t.untyped_storage().data_ptr() for t, (_target, kind, *_rest) in zip(current, state) if kind == "in place"}
+    news = []
+    for (target, kind, *_), now, new in zip(state, current, values):
+        shared = new is not now and new.untyped_storage().data_ptr() in in_place
+        news.append(new.clone() if shared else new)
+    with torch.no_grad():
+        for (target, kind, *_), now, new in zip(state, current, news):
+            if kind == "in place":
+                if new is not now:
+                    now.copy_(new)
+            else:
+                module, name = _state_owner(model, target)
+                setattr(module, name, new)
+
+
+def state_fits(model) -> str:
+    """``""`` when every state tensor the plan reads and writes
+    (``model._lego_state``: target, kind, shape, dtype) has the shape and
+    dtype the plan was made for, else the first that does not, as
+    ``"target (dtype[shape])"``."""
+    for target, _kind, shape, dtype in getattr(model, "_lego_state", ()):
+        try:
+            now = read_state(model, target)
+        except (AttributeError, KeyError):
+            return f"{target} (missing)"
+        if not isinstance(now, torch.Tensor) or tuple(now.shape) != tuple(shape) or str(now.dtype) != dtype:
+            got = f"{str(now.dtype).removeprefix('torch.')}{list(now.shape)}" if isinstance(now, torch.Tensor) else type(now).__name__
+            return f"{target} ({got}, optimized for {dtype.removeprefix('torch.')}{list(shape)})"
+    return ""
+
+
 def positional(forward, model, inputs, kwargs, count: int) -> tuple:
     """``(inputs, kwargs)`` of a call ``model(*inputs, **kwargs)`` as
     ``forward`` (the user's ``Model.forward``) binds it: keyword arguments
@@ -283,6 +336,11 @@ def forward_mode(model, inputs) -> str:
     if changed_tensor:
         warnings.warn(f"LEGO: the tensor {changed_tensor} changed after the model was optimized and the plan reads the "
                       "values it had then: running the original forward (optimize again with the new values)", stacklevel=3)
+        return "original"
+    unfit = state_fits(model)
+    if unfit:
+        warnings.warn(f"LEGO: the state {unfit} is not what the plan was optimized for: running the original "
+                      "forward (optimize again for this state)", stacklevel=3)
         return "original"
     changed = model._lego_bound.attributes_fit(model)
     if changed:

@@ -1,7 +1,10 @@
 """bench/breadth_models.py without running the optimizer: every breadth model
 loads with the project's loader at its tiny sizes and runs eagerly (one
 tensor out, finite, deterministic), tiny.json names only existing files and
-constants, and rows are read from a report.json or a refusal and printed."""
+constants, and rows are read from a report.json or a refusal and printed.
+The stateful models are expected to deliver verified plans: at tiny sizes
+each is optimized here and its ModelNew matches eager over five calls,
+outputs and state."""
 import json
 import sys
 from pathlib import Path
@@ -26,6 +29,7 @@ def test_at_least_twenty_models_each_with_tiny_sizes_and_a_docstring():
         source = (bm.BREADTH_DIR / name).read_text()
         assert source.startswith('"""') and "class Model(nn.Module)" in source, name
     assert set(bm.EXPECTED_REFUSALS) <= {Path(f).stem for f in FILES}
+    assert set(bm.STATEFUL) <= {Path(f).stem for f in FILES} and not set(bm.STATEFUL) & set(bm.EXPECTED_REFUSALS)
 
 
 @pytest.mark.parametrize("name", FILES)
@@ -39,7 +43,7 @@ def test_model_loads_at_tiny_sizes_and_runs_eagerly(name):
         second = problem.model(*inputs)
     leaves, again = torch.utils._pytree.tree_leaves(first), torch.utils._pytree.tree_leaves(second)
     assert leaves and all(isinstance(t, torch.Tensor) and torch.isfinite(t).all() for t in leaves)
-    if Path(name).stem not in bm.EXPECTED_REFUSALS:  # the stateful cells' outputs depend on their stored state
+    if Path(name).stem not in bm.STATEFUL:  # the stateful models' outputs depend on their stored state
         assert all(torch.equal(a, b) for a, b in zip(leaves, again))
 
 
@@ -59,8 +63,11 @@ REPORT = {
 }  # fmt: skip
 
 
-def test_rows_from_a_report_and_from_refusals_and_the_table():
+def test_rows_from_a_report_and_from_refusals_and_the_table(monkeypatch):
     entry, stateful = bm.select_models(["gpt_block", "stateful_rnn_attr"], tiny=True)
+    assert bm.row_from_run(stateful, "fp32", {"search_s": 4.0, "search_rc": 0}, REPORT, "")["ok"]  # a verified plan is expected
+    # the refusal mechanism, for a model expected to be refused
+    monkeypatch.setitem(bm.EXPECTED_REFUSALS, "stateful_rnn_attr", "stores a new tensor in self.hidden on every call")
     row = bm.row_from_run(entry, "fp32", {"search_s": 12.3, "search_rc": 0}, REPORT, "")
     assert row["captured"] and row["verified"] and row["ok"] and row["dropped"] == 1
     assert (row["eager_err"], row["plan_err"], row["compile_err"]) == (1.2e-7, 2.5e-7, 3.0e-7)
@@ -140,3 +147,27 @@ def test_main_writes_each_dtypes_json_and_prints_its_table(monkeypatch, capsys, 
         assert doc["bench"] == "breadth" and doc["dtype"] == dtype and [r["model"] for r in doc["rows"]] == ["gpt_block"]
         table = bm.format_table(doc["rows"], dtype, {"gpu": "cpu", "torch": "2.x", "triton": "3.x", "jobs": 1})
         assert f"\n\n{table}written: {path}\n" in out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["stateful_rnn_attr", "stateful_running_stats"])
+def test_a_stateful_bench_model_delivers_a_verified_plan_carrying_its_state(tmp_path, name):
+    from faithful_support import load_optimized
+    from lego_core.api import optimize
+    from lego_core.config import OptimizeConfig
+
+    spec = ProblemSpec(str(bm.BREADTH_DIR / f"{name}.py"), TINY[f"{name}.py"])
+    report = optimize(spec, str(tmp_path / "out"), OptimizeConfig(cache=False, mutation=False))
+    assert report["end_to_end"]["passed"], report["end_to_end"]
+    module = load_optimized(tmp_path / "out")  # its reference_model.py runs with the tiny overrides
+    problem = load_problem(spec)
+    model = problem.model
+    new = module.ModelNew(*problem.init_inputs)
+    new.load_state_dict(model.state_dict())
+    state = [n for n in ("hidden", "running_mean", "running_var", "calls") if hasattr(model, n)]
+    with torch.no_grad():
+        for seed in range(5):
+            inputs = problem.make_inputs(10 + seed)
+            torch.testing.assert_close(new(*inputs), model(*inputs), atol=1e-4, rtol=1e-4)
+            for n in state:
+                torch.testing.assert_close(getattr(new, n), getattr(model, n), atol=1e-4, rtol=1e-4)

@@ -1,7 +1,8 @@
 """Each torch.export failure class has its own message and fix (issue 14,
 "capture errors that say what happened"); a forward that stores state in a
-plain tensor attribute is refused with the attribute named, and the fix it
-names (state in, state out) optimizes and matches eager over five calls.
+plain tensor attribute is optimized with that state carried by ModelNew
+(``lego_core.state``), and the stateless form (state in, state out) too;
+both match eager over five calls.
 
 Before this change every capture failure said "Fix: ... no data-dependent
 Python control flow", and an RNN cell that reassigns ``self.hidden`` was
@@ -38,17 +39,6 @@ def get_init_inputs():
 '''
 
 CASES = {
-    "mutated constant": ('''
-class Model(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.cell = nn.Linear(width, width)
-        self.hidden = torch.zeros(batch_size, width)
-
-    def forward(self, x):
-        self.hidden.copy_(torch.tanh(self.cell(x) + self.hidden))
-        return self.hidden * 1.0
-''', "self.hidden", "pass it to forward as an input"),
     "data-dependent control flow": ('''
 class Model(nn.Module):
     def forward(self, x):
@@ -156,13 +146,21 @@ class Model(nn.Module):
 '''
 
 
-def test_a_stateful_rnn_cell_is_refused_naming_the_attribute_and_its_fix_matches_eager_over_five_calls(tmp_path):
+def test_a_stateful_rnn_cell_is_optimized_carrying_its_hidden_attribute_over_five_calls(tmp_path):
+    """The cell that reassigns its plain ``self.hidden`` is no longer refused:
+    the plan computes the new state and ModelNew reassigns it, as eager does
+    (``lego_core.state``); the stateless form still optimizes too."""
     path = write_model(tmp_path, "rnn_cell", RNN_CELL)
-    with pytest.raises(ProblemError) as caught:
-        capture(path)
-    err = caught.value
-    assert err.kind == "stateful forward" and "self.hidden" in err.message
-    assert "pass it to forward as an input and return the new value" in err.hint
+    graph = capture(path)
+    assert [(u.target, u.kind) for u in graph.state_updates] == [("hidden", "reassigned")]
+    optimize_api(path, tmp_path / "stateful", mutation=False)
+    model, new = fresh_pair(load_optimized(tmp_path / "stateful"))
+    torch.manual_seed(1)
+    with torch.no_grad():
+        for _ in range(5):  # five consecutive calls, the state carried by the module
+            x = torch.randn(2, 4)
+            torch.testing.assert_close(new(x), model(x), atol=1e-5, rtol=1e-5)
+            torch.testing.assert_close(new.hidden, model.hidden, atol=1e-5, rtol=1e-5)
 
     fixed = write_model(tmp_path, "rnn_cell_stateless", RNN_CELL_STATELESS)
     optimize_api(fixed, tmp_path / "out", mutation=False)
@@ -174,6 +172,27 @@ def test_a_stateful_rnn_cell_is_refused_naming_the_attribute_and_its_fix_matches
             x = torch.randn(2, 4)
             h_eager, h_new = model(x, h_eager), new(x, h_new)
             torch.testing.assert_close(h_new, h_eager, atol=1e-5, rtol=1e-5)
+
+
+def test_a_mutated_constant_still_has_its_own_message_and_fix():
+    """torch.export's failure for a plain tensor attribute written in place
+    keeps its class (``capture_graph`` now carries such an attribute by
+    registering it as a buffer, and this message names it when it cannot)."""
+    class Cell(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.hidden = torch.zeros(2, 4)
+
+        def forward(self, x):
+            self.hidden.copy_(torch.tanh(x + self.hidden))
+            return self.hidden * 1.0
+
+    with pytest.raises(Exception) as raised:
+        torch.export.export(Cell(), (torch.randn(2, 4),)).run_decompositions()  # torch 2.13 raises here
+    from lego_core.capture_errors import explain
+
+    err = explain(raised.value, None, None)
+    assert err.kind == "mutated constant" and "self.hidden" in err.message and "register_buffer" in err.hint
 
 
 MASKED = HEAD + '''
@@ -226,7 +245,7 @@ def test_plain_tensor_attributes_follow_the_model_to_its_device_and_keep_their_d
 
 
 @pytest.mark.gpu
-def test_on_a_gpu_a_model_with_plain_tensor_attributes_is_optimized_and_a_stateful_one_refused_by_name(tmp_path):
+def test_on_a_gpu_a_model_with_plain_tensor_attributes_is_optimized_and_a_stateful_one_captured_with_its_state(tmp_path):
     path = write_model(tmp_path, "masked", MASKED)
     from lego_core.api import optimize
     from lego_core.config import OptimizeConfig
@@ -236,10 +255,9 @@ def test_on_a_gpu_a_model_with_plain_tensor_attributes_is_optimized_and_a_statef
     report = optimize(ProblemSpec(str(path), {}, device="cuda"), str(tmp_path / "out"), OptimizeConfig(cache=False, mutation=False))
     assert report["end_to_end"]["passed"] and sorted(report["moved_attributes"]) == ["blocks.0.mask", "blocks.1.mask", "offset"]
 
-    stateful = write_model(tmp_path, "rnn_cell", RNN_CELL)  # not a device error: the refusal that names the attribute
-    with pytest.raises(ProblemError) as caught:
-        capture_graph(load_problem(ProblemSpec(str(stateful), {}, device="cuda")))
-    assert caught.value.kind == "stateful forward" and "self.hidden" in caught.value.message
+    stateful = write_model(tmp_path, "rnn_cell", RNN_CELL)  # not a device error: its state is carried on the device
+    graph = capture_graph(load_problem(ProblemSpec(str(stateful), {}, device="cuda")))
+    assert [(u.target, u.kind) for u in graph.state_updates] == [("hidden", "reassigned")]
 
 
 def test_a_tensor_attribute_changed_after_optimizing_runs_the_original_forward_with_a_warning(tmp_path):

@@ -1,8 +1,10 @@
 """A streaming RNN cell that keeps its hidden state on the module, as a plain
 tensor attribute reassigned on every call (``self.hidden = ...``), the way a
-tutorial-style stateful cell is written.  LEGO refuses this forward with a
-message naming ``self.hidden`` (its plan computes outputs and does not write
-module state back); the bench expects that refusal."""
+tutorial-style stateful cell is written.  LEGO carries the state: the plan
+computes the new hidden state and ModelNew reassigns ``self.hidden`` as eager
+does; the bench expects a verified plan.  The state keeps its dtype
+(``.to(self.hidden.dtype)``: ``model.to(dtype)`` leaves a plain attribute in
+float32), since a plan is specialised to one dtype of each tensor it reads."""
 import torch
 import torch.nn as nn
 
@@ -19,8 +21,9 @@ class Model(nn.Module):
         self.hidden = torch.zeros(batch_size, d_hidden)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        self.hidden = torch.tanh(self.ih(x) + self.hh(self.hidden.to(x.dtype)))  # .to: model.to(dtype) skips plain attributes
-        return self.hidden
+        h = torch.tanh(self.ih(x) + self.hh(self.hidden.to(x.dtype)))  # .to: model.to(dtype) skips plain attributes
+        self.hidden = h.to(self.hidden.dtype)  # the state keeps one dtype from call to call
+        return h
 
 
 def get_inputs():

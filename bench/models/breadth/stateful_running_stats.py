@@ -1,9 +1,9 @@
 """A streaming feature normalizer that keeps its statistics in registered
 buffers and updates them in place on every call (``running_mean.mul_().add_()``,
 a call counter ``calls += 1``), the way online normalization and EMA
-trackers are written, followed by a small MLP head.  LEGO refuses this
-forward with a message naming the buffers written (its plan computes
-outputs and does not write buffers back); the bench expects that refusal."""
+trackers are written, followed by a small MLP head.  LEGO carries the
+state: the plan computes the new statistics and ModelNew writes them into
+the same buffers in place, as eager does; the bench expects a verified plan."""
 import torch
 import torch.nn as nn
 

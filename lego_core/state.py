@@ -1,0 +1,276 @@
+"""Module state a forward writes: carried by the plan, preserved around eager runs.
+
+A stateful forward writes module state on every call: it reassigns a plain
+tensor attribute (``self.hidden = torch.tanh(...)``, an RNN cell's hidden
+state) or updates a registered buffer in place (``self.calls += 1``,
+running statistics).  LEGO carries both:
+
+* :func:`probe_writes`: one eager forward (undone) lists every buffer and
+  plain tensor attribute forward writes, and how (in place or reassigned).
+* :func:`as_buffers`: while ``capture_graph`` exports, the plain tensor
+  attributes forward writes are registered as non-persistent buffers, so
+  torch.export captures them as graph inputs and their new values as
+  ``BUFFER_MUTATION`` outputs (a plain attribute would be frozen as a
+  constant); :func:`reassign_as_copy` turns a reassignment into a copy into
+  the buffer while exporting (torch.export drops a buffer reassigned in a
+  submodule).  The model is given back as it was.
+* :class:`StateUpdate`: one written tensor, its module path and name, and
+  how eager writes it (``"in place"``: ``tensor.copy_(new)``, the same
+  tensor object; ``"reassigned"``: ``setattr``, a new tensor).  The graph
+  makes the new values extra outputs (``Graph.state_updates``), so the plan
+  computes them and the verifier checks them like any output;
+  ``optimized_model.py`` reads the state at every call and writes it back
+  (``lego_runtime.read_state`` / ``write_state``).
+* :func:`preserved`: every eager reference run (the loader's check, the
+  probe, the fast-path check, the end-to-end reference, torch.compile's
+  reference, the benchmark's candidates) leaves the state as it found it,
+  so candidate and reference start alike; :func:`with_state` adds the
+  state after a call to what the end-to-end judge compares.
+
+Not carried (refused by name, with what to change): writes into parameters
+or the caller's inputs (``faithful_capture.check_stateless``), state whose
+shape or dtype changes between calls (``capture.check_state_fits``), a
+plain Python value kept as state (:func:`python_state_error`, at load).
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+
+import torch
+
+
+@dataclasses.dataclass(frozen=True)
+class StateUpdate:
+    """One tensor of module state a forward writes.
+
+    ``target``: its dotted name (``"hidden"``, ``"cell.running_mean"``);
+    ``kind``: ``"in place"`` (eager writes into the tensor the module holds:
+    ``self.calls += 1``, ``self.running_mean.mul_(...)``) or ``"reassigned"``
+    (eager stores a new tensor: ``self.hidden = torch.tanh(...)``, on a
+    plain attribute or a registered buffer); ``node``: the
+    name of the graph node holding the new value; ``placeholder``: the name
+    of the graph input that reads the current value."""
+
+    target: str
+    kind: str
+    node: str
+    placeholder: str | None = None
+
+
+def _owner(model: torch.nn.Module, target: str) -> tuple[torch.nn.Module, str]:
+    path, _, name = target.rpartition(".")
+    return (model.get_submodule(path) if path else model), name
+
+
+def read(model: torch.nn.Module, target: str) -> torch.Tensor:
+    """The current tensor of ``target``: a registered buffer or a plain tensor attribute."""
+    module, name = _owner(model, target)
+    value = module._buffers.get(name) if name in module._buffers else vars(module).get(name)
+    if not isinstance(value, torch.Tensor):
+        raise AttributeError(f"{target} is not a tensor of the model (got {type(value).__name__})")
+    return value
+
+
+def not_tensors(model: torch.nn.Module, names: list[str]) -> list[str]:
+    """Those of ``names`` that are not plain tensor attributes of ``model``."""
+    bad = []
+    for target in names:
+        try:
+            module, name = _owner(model, target)
+        except AttributeError:
+            bad.append(target)
+            continue
+        value = vars(module).get(name)
+        if not isinstance(value, torch.Tensor) or isinstance(value, torch.nn.Parameter) or name in module._buffers:
+            bad.append(target)
+    return bad
+
+
+@contextlib.contextmanager
+def as_buffers(model: torch.nn.Module, names: list[str]):
+    """Inside: the plain tensor attributes ``names`` (dotted) of ``model`` are
+    registered non-persistent buffers holding the same tensors; on exit they
+    are plain attributes again, holding what they held on entry."""
+    moved = []
+    try:
+        for target in names:
+            module, name = _owner(model, target)
+            value = vars(module)[name]
+            del module.__dict__[name]
+            module.register_buffer(name, value, persistent=False)
+            moved.append((module, name, value))
+        yield
+    finally:
+        for module, name, value in reversed(moved):
+            module._buffers.pop(name, None)
+            module.__dict__[name] = value
+
+
+def probe_writes(model: torch.nn.Module, inputs: list) -> dict[str, tuple[str, str]]:
+    """What one eager forward of ``model`` on ``inputs`` writes, undone
+    afterwards (:func:`preserved`): ``{dotted name: (what, how)}`` with
+    ``what`` ``"buffer"`` or ``"attribute"`` (a plain tensor attribute) and
+    ``how`` ``"reassigned"`` (another tensor stored) or ``"in place"`` (its
+    version counter moved).  torch.export misses some of these (a buffer
+    reassigned in a submodule), so capture compares its graph with them."""
+    before = {}
+    for prefix, module in model.named_modules():
+        for name, buf in module._buffers.items():
+            if buf is not None:
+                before[f"{prefix}.{name}" if prefix else name] = ("buffer", buf, _version(buf))
+        for name, value in vars(module).items():
+            if isinstance(value, torch.Tensor) and not isinstance(value, torch.nn.Parameter):
+                before[f"{prefix}.{name}" if prefix else name] = ("attribute", value, _version(value))
+    found = {}
+    with torch.no_grad(), preserved(model):
+        model(*inputs)
+        for target, (what, obj, version) in before.items():
+            try:
+                now = read(model, target)
+            except (AttributeError, KeyError):
+                continue
+            if now is not obj:
+                found[target] = (what, "reassigned")
+            elif version is None or _version(now) != version:
+                found[target] = (what, "in place")
+    return found
+
+
+@contextlib.contextmanager
+def reassign_as_copy(model: torch.nn.Module, targets: list[str], mismatched: list):
+    """Inside: storing a tensor in one of the buffers ``targets`` (dotted)
+    writes it into the buffer (``copy_``) instead, so torch.export records
+    the write (it drops a buffer reassigned in a submodule).  A value of
+    another shape or dtype than the buffer's is stored as usual and
+    ``(target, value shape, value dtype)`` appended to ``mismatched``."""
+    redirected = {}
+    for target in targets:
+        module, name = _owner(model, target)
+        redirected[(id(module), name)] = target
+    classes = {type(m) for m in model.modules() if any((id(m), n) in redirected for _id, n in redirected)}
+    originals = {}
+
+    def make(cls, original):
+        def __setattr__(self, name, value):
+            target = redirected.get((id(self), name))
+            current = self._buffers.get(name) if target is not None and "_buffers" in vars(self) else None
+            if target is not None and isinstance(value, torch.Tensor) and isinstance(current, torch.Tensor):
+                if tuple(value.shape) == tuple(current.shape) and value.dtype == current.dtype:
+                    current.copy_(value)
+                    return
+                mismatched.append((target, tuple(value.shape), value.dtype))
+            original(self, name, value)
+        return __setattr__
+
+    try:
+        for cls in classes:
+            originals[cls] = cls.__dict__.get("__setattr__")
+            cls.__setattr__ = make(cls, cls.__setattr__)
+        yield
+    finally:
+        for cls, original in originals.items():
+            if original is None:
+                del cls.__setattr__
+            else:
+                cls.__setattr__ = original
+
+
+def with_state(output, model: torch.nn.Module, targets) -> object:
+    """``output`` as the end-to-end judge compares it: unchanged without
+    ``targets``; else ``(output, (state after the call, ...))``, copies of the
+    tensors ``targets`` (dotted names) that ``model`` holds now, so a plan
+    whose state update is wrong fails the judge like a wrong output."""
+    if not targets:
+        return output
+    return output, tuple(read(model, t).detach().clone() for t in targets)
+
+
+def plain_values(model: torch.nn.Module) -> dict:
+    """``{"path.name": value}``: the plain Python attributes (numbers,
+    strings, None, short tuples of them) of ``model`` and its submodules that
+    torch.export bakes into a graph (``compose.baked_attributes``)."""
+    from lego_core.compose import baked_attributes
+
+    return {f"{p}.{n}" if p else n: v for p, n, v in baked_attributes(model)}
+
+
+def python_state_error(before: dict, after: dict, path: str | None):
+    """A ProblemError naming the plain Python attributes one forward changed
+    (``before``/``after``: :func:`plain_values` around it), or None.  Such
+    state (``self.steps += 1`` on an int) cannot be carried: torch.export
+    bakes its value at capture into the graph."""
+    changed = [name for name in before if name in after and after[name] != before[name]]
+    if not changed:
+        return None
+    from lego_core.spec import ProblemError
+
+    listed = ", ".join(f"self.{n} ({type(before[n]).__name__}: {before[n]!r} before the call, {after[n]!r} after)" for n in changed)
+    first = changed[0].rpartition(".")[2]
+    error = ProblemError(
+        f"Model.forward changes {listed}, a plain Python value kept as module state; torch.export bakes such a "
+        "value into the captured graph, so an optimized model would use its first value on every call (LEGO "
+        "carries module state only in tensors: registered buffers and plain tensor attributes)",
+        path,
+        None,
+        hint=f"keep it in a tensor: self.register_buffer({first!r}, torch.tensor({before[changed[0]]!r})) in __init__ and "
+        f"update it in place in forward (self.{first} += 1); or update it outside forward.",
+    )
+    error.kind = "stateful forward"
+    return error
+
+
+def _version(t: torch.Tensor):
+    try:
+        return t._version
+    except RuntimeError:  # an inference-mode tensor keeps none
+        return None
+
+
+def _snapshot(model: torch.nn.Module, targets=None) -> list:
+    saved = []
+    wanted = None if targets is None else {_owner(model, t) for t in targets}
+    wanted = None if wanted is None else {(id(m), n) for m, n in wanted}
+    for module in model.modules():
+        for name, buf in module._buffers.items():
+            if wanted is not None and (id(module), name) not in wanted:
+                continue
+            if buf is not None:
+                saved.append((module, name, "buffer", buf, buf.detach().clone(), _version(buf)))
+        for name, value in vars(module).items():
+            if wanted is not None and (id(module), name) not in wanted:
+                continue
+            if isinstance(value, torch.Tensor) and not isinstance(value, torch.nn.Parameter):
+                saved.append((module, name, "attribute", value, value.detach().clone(), _version(value)))
+    return saved
+
+
+def _restore(saved: list) -> None:
+    for module, name, kind, obj, copy, version in saved:
+        if kind == "buffer":
+            if module._buffers.get(name) is not obj:
+                module._buffers[name] = obj
+            if version is None or _version(obj) != version:
+                with torch.no_grad():
+                    obj.copy_(copy)
+        else:
+            if vars(module).get(name) is not obj:
+                module.__dict__[name] = obj
+            if version is None or _version(obj) != version:
+                with torch.no_grad():
+                    obj.copy_(copy)
+
+
+@contextlib.contextmanager
+def preserved(model: torch.nn.Module, targets: list[str] | None = None):
+    """Inside: run ``model`` freely; on exit every buffer holds the values it
+    held on entry (the same tensor objects, written back in place when a
+    forward changed them), and so does every plain tensor attribute.  Costs
+    one copy of the buffers and plain tensor attributes.  ``targets``: only
+    these (dotted names; once capture knows what forward writes,
+    ``problem.state_targets``); empty: nothing to copy."""
+    saved = _snapshot(model, targets) if targets is None or targets else []
+    try:
+        yield
+    finally:
+        _restore(saved)
