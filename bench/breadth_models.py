@@ -55,7 +55,7 @@ BREADTH_DIR = BENCH / "models" / "breadth"
 # model -> a phrase its refusal must contain (LEGO refuses these on purpose); none at present
 EXPECTED_REFUSALS: dict[str, str] = {}
 # models whose forward writes module state (their outputs depend on the calls before): verified plans expected
-STATEFUL = ("stateful_rnn_attr", "stateful_running_stats")
+STATEFUL = ("stateful_kv_decoder", "stateful_rnn_attr", "stateful_running_stats")
 CPU_SEARCH_S = 15.0  # --max-search-time per model on a CPU unless --search-arg sets one
 
 

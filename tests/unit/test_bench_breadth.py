@@ -150,7 +150,7 @@ def test_main_writes_each_dtypes_json_and_prints_its_table(monkeypatch, capsys, 
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["stateful_rnn_attr", "stateful_running_stats"])
+@pytest.mark.parametrize("name", ["stateful_kv_decoder", "stateful_rnn_attr", "stateful_running_stats"])
 def test_a_stateful_bench_model_delivers_a_verified_plan_carrying_its_state(tmp_path, name):
     from faithful_support import load_optimized
     from lego_core.api import optimize

@@ -135,7 +135,39 @@ class Model(nn.Module):
         return x + self.cells[0].trace * self.cells[1].steps
 '''
 
+LSTM_PAIR = HEAD + '''
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.cell = nn.LSTMCell(width, width)
+        self.h = torch.zeros(batch_size, width)  # two plain attributes, reassigned together from a tuple
+        self.c = torch.zeros(batch_size, width)
+
+    def forward(self, x):
+        self.h, self.c = self.cell(x, (self.h, self.c))
+        return self.h
+'''
+
+KV_RING = HEAD + '''
+class Model(nn.Module):
+    """A decoding-style cache: each call's key shifted into a ring of the last 3, a step counter."""
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(width, width)
+        self.register_buffer("cache", torch.zeros(batch_size, 3, width))
+        self.register_buffer("pos", torch.zeros((), dtype=torch.long))
+
+    def forward(self, x):
+        self.cache = torch.roll(self.cache, shifts=-1, dims=1)  # a new tensor ...
+        self.cache[:, -1] = self.proj(x)  # ... then a slice of it written in place
+        self.pos += 1
+        weights = torch.softmax(self.cache @ x.unsqueeze(-1), dim=1)
+        return (weights * self.cache).sum(1) * self.pos
+'''
+
 CASES = {
+    "lstm_pair": (LSTM_PAIR, {"h": "reassigned", "c": "reassigned"}),
+    "kv_ring": (KV_RING, {"cache": "reassigned", "pos": "in place"}),
     "nested": (NESTED, {f"cells.{k}.{n}": how for k in (0, 1) for n, how in
                         (("hidden", "reassigned"), ("trace", "in place"), ("steps", "reassigned"))}),
     "attribute_in_place": (ATTRIBUTE_IN_PLACE, {"hidden": "in place"}),
