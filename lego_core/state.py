@@ -30,7 +30,10 @@ running statistics).  LEGO carries both:
 Not carried (refused by name, with what to change): writes into parameters
 or the caller's inputs (``faithful_capture.check_stateless``), state whose
 shape or dtype changes between calls (``capture.check_state_fits``), a
-plain Python value kept as state (:func:`python_state_error`, at load).
+plain Python value kept as state (:func:`python_state_error`, at load),
+tensors kept in lists, tuples or dicts, state that starts as None or is
+created on the first call (:func:`uncarried_state_error`, at load), and
+forward hooks on the model itself (:func:`hooks_error`, at load).
 """
 from __future__ import annotations
 
@@ -217,6 +220,173 @@ def python_state_error(before: dict, after: dict, path: str | None):
         f"update it in place in forward (self.{first} += 1); or update it outside forward.",
     )
     error.kind = "stateful forward"
+    return error
+
+
+_CONTAINERS = (list, tuple, dict, set)
+_MISSING_VALUE = ("missing",)
+
+
+def _is_torch_module(module: torch.nn.Module) -> bool:
+    return type(module).__module__.split(".")[0] == "torch"
+
+
+def _held(value, depth: int = 0):
+    """A fingerprint of ``value``: a tensor's identity and version counter,
+    a container's identity and what it holds (two levels deep, so a tensor
+    written in place inside a list shows), anything else's identity."""
+    if isinstance(value, torch.Tensor):
+        return ("tensor", id(value), _version(value))
+    if isinstance(value, set):
+        return ("set", id(value), len(value))
+    if depth >= 2 or not isinstance(value, _CONTAINERS):
+        return ("object", id(value))
+    if isinstance(value, dict):
+        inner = tuple((repr(k), _held(v, depth + 1)) for k, v in list(value.items())[:64])
+    else:
+        inner = tuple(_held(v, depth + 1) for v in list(value)[:64])
+    return (type(value).__name__, id(value), inner, len(value))
+
+
+def _user_modules(model: torch.nn.Module):
+    """``(prefix, module)`` for ``model`` and its submodules not defined by
+    torch (torch's modules keep caches of their own: an RNN's flat weights)."""
+    for path, module in model.named_modules():
+        if not _is_torch_module(module):
+            yield (f"{path}." if path else ""), module
+
+
+def attribute_names(model: torch.nn.Module) -> set[str]:
+    """Dotted names of every attribute and buffer of ``model``'s own modules."""
+    return {prefix + name for prefix, module in _user_modules(model) for name in (*vars(module), *module._buffers)}
+
+
+def uncarried_candidates(model: torch.nn.Module) -> set[str]:
+    """Dotted names of the attributes of ``model``'s own modules that could
+    hold state LEGO does not carry: containers (lists, tuples, dicts, sets),
+    attributes and buffers that are None.  (Tensors are carried,
+    :func:`probe_writes`; plain numbers are refused, :func:`python_state_error`.)"""
+    from lego_core.compose import _MODULE_INTERNALS
+
+    found = set()
+    for prefix, module in _user_modules(model):
+        found |= {prefix + name for name, buf in module._buffers.items() if buf is None}
+        for name, value in vars(module).items():
+            if name not in _MODULE_INTERNALS and not name.startswith("_lego") and (value is None or isinstance(value, _CONTAINERS)):
+                found.add(prefix + name)
+    return found
+
+
+def attribute_fingerprints(model: torch.nn.Module, names: set[str]) -> dict:
+    """``{dotted name: fingerprint}`` (:func:`_held`) of what each of
+    ``names`` holds now (a buffer's tensor, an attribute's value), or a
+    marker when it does not exist."""
+    prints = {}
+    for name in names:
+        owner_path, _, leaf = name.rpartition(".")
+        try:
+            owner = model.get_submodule(owner_path) if owner_path else model
+        except AttributeError:
+            prints[name] = _MISSING_VALUE
+            continue
+        if leaf in owner._buffers:
+            prints[name] = _held(owner._buffers[leaf])
+        elif leaf in vars(owner):
+            prints[name] = _held(vars(owner)[leaf])
+        else:
+            prints[name] = _MISSING_VALUE
+    return prints
+
+
+def uncarried_state_error(model: torch.nn.Module, call, path: str | None):
+    """Run ``call()`` (one eager forward) and, when it changed an attribute
+    that could hold state LEGO does not carry (:func:`uncarried_candidates`)
+    or created one, run it again: what the second call changes again is
+    such state, and a ProblemError naming it is returned (else None; the
+    first call's result is returned beside it).  A value made once and kept
+    (a lazily built mask, a cache filled on the first call) is not state.
+
+    Refused so: a tuple, list or dict of tensors stored anew or filled in
+    forward (``self.state = (h, c)``, ``self.history.append(y)``), state
+    that starts as None (``self.hidden = None`` in ``__init__``), an
+    attribute created on the first call and changed later.  torch.export
+    would bake their values into the plan, so the optimized model would
+    silently keep them."""
+    candidates = uncarried_candidates(model)
+    names_before = attribute_names(model)
+    before = attribute_fingerprints(model, candidates)
+    out = call()
+    created = attribute_names(model) - names_before
+    watched = candidates | created
+    first = attribute_fingerprints(model, watched)
+    if not created and first == before:
+        return out, None
+    call()
+    again = attribute_names(model) - names_before - created
+    second = attribute_fingerprints(model, watched)
+    changed = sorted(name for name in watched if second[name] != first[name]) + sorted(again)
+    if not changed:
+        return out, None
+    from lego_core.spec import ProblemError
+
+    none = _held(None)
+
+    def describe(name: str) -> str:
+        if name in created or name in again:
+            return f"self.{name} (created during the call)"
+        if before.get(name) == none:
+            return f"self.{name} (None before the first call)"
+        return f"self.{name} (a {before[name][0]})"
+
+    listed = ", ".join(describe(n) for n in changed[:4]) + (" and more" if len(changed) > 4 else "")
+    name = changed[0]
+    leaf = name.rpartition(".")[2]
+    kind = before.get(name, _MISSING_VALUE)[0]
+    if kind in ("list", "tuple", "dict", "set"):
+        hint = (f"keep each tensor of self.{name} in a buffer or tensor attribute of its own, created in __init__ "
+                f"(self.{leaf}_h, self.{leaf}_c = ...), or torch.stack them into one tensor; or pass the state in and return it.")
+    else:
+        hint = (f"create self.{name} in __init__ as a tensor of its final shape and dtype (torch.zeros(...), or "
+                f"self.register_buffer({leaf!r}, torch.zeros(...))) and store new values in it; or pass the state in and return it.")
+    error = ProblemError(
+        f"Model.forward changes {listed} on every call: module state LEGO cannot carry (it carries tensors that exist "
+        "before the call: registered buffers and plain tensor attributes); torch.export would bake the values into the "
+        "plan, so the optimized model would silently keep the first ones",
+        path,
+        None,
+        hint=hint,
+    )
+    error.kind = "stateful forward"
+    return out, error
+
+
+def hooks_error(model: torch.nn.Module, path: str | None):
+    """A ProblemError when forward hooks or pre-hooks are registered on the
+    model itself or globally (``register_module_forward_hook``), else None:
+    torch.export captures what they do into the plan, and calling ModelNew
+    (a subclass of the model, so it registers them too) runs them again
+    around the plan, so their effect would be applied twice."""
+    from torch.nn.modules import module as module_impl
+
+    found = []
+    for attr, what in (("_forward_hooks", "forward hook"), ("_forward_pre_hooks", "forward pre-hook")):
+        for hook in getattr(model, attr, {}).values():
+            found.append(f"a {what} on the model ({getattr(hook, '__qualname__', type(hook).__name__)})")
+        for hook in getattr(module_impl, f"_global{attr}", {}).values():
+            found.append(f"a global {what} ({getattr(hook, '__qualname__', type(hook).__name__)})")
+    if not found:
+        return None
+    from lego_core.spec import ProblemError
+
+    error = ProblemError(
+        f"{'; '.join(found)}: torch.export captures what a hook on the model does into the plan, and ModelNew's call "
+        "would run it again around the plan, applying it twice (a counter counted twice, an output scaled twice)",
+        path,
+        None,
+        hint="register the hook on a submodule instead (hooks inside the model are captured once), or apply it to the "
+        "model's output outside the model.",
+    )
+    error.kind = "forward hook"
     return error
 
 

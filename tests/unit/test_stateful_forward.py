@@ -365,3 +365,166 @@ def test_preserved_undoes_every_kind_of_state_write():
     with preserved(m, []):
         m(torch.ones(3))
     assert int(m.calls) == 1
+
+
+# ------------------------------------------------------ state LEGO cannot carry
+
+TUPLE_STATE = HEAD + '''
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.cell = nn.LSTMCell(width, width)
+        self.state = (torch.zeros(batch_size, width), torch.zeros(batch_size, width))
+
+    def forward(self, x):
+        h, c = self.cell(x, self.state)
+        self.state = (h.detach(), c.detach())
+        return h
+'''
+
+LIST_ITEMS = HEAD + '''
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(width, width)
+        self.state = [torch.zeros(batch_size, width), torch.zeros(batch_size, width)]
+
+    def forward(self, x):
+        h = torch.tanh(self.fc(x) + self.state[0])
+        self.state[1] = self.state[0]
+        self.state[0] = h
+        return h
+'''
+
+HISTORY = HEAD + '''
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(width, width)
+        self.history = []
+
+    def forward(self, x):
+        y = self.fc(x)
+        self.history.append(y.detach().mean())
+        return y * 2
+'''
+
+DICT_CACHE = HEAD + '''
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(width, width)
+        self.cache = {"h": torch.zeros(batch_size, width)}
+
+    def forward(self, x):
+        self.cache["h"] = torch.tanh(self.fc(x) + self.cache["h"])
+        return self.cache["h"]
+'''
+
+NONE_HIDDEN = HEAD + '''
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.GRU(width, width, batch_first=True)
+        self.hidden = None  # the tutorial pattern: no state before the first call
+
+    def forward(self, x):
+        out, h = self.rnn(x[:, None], self.hidden)
+        self.hidden = h.detach()
+        return out[:, 0]
+'''
+
+NONE_BUFFER = HEAD + '''
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(width, width)
+        self.register_buffer("h", None)
+
+    def forward(self, x):
+        previous = self.h if self.h is not None else torch.zeros_like(x)
+        self.h = torch.tanh(self.fc(x) + previous)
+        return self.h * 1.0
+'''
+
+FIRST_CALL = HEAD + '''
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(width, width)
+
+    def forward(self, x):
+        if not hasattr(self, "h"):
+            self.h = torch.zeros_like(x)
+        self.h = torch.tanh(self.fc(x) + self.h)
+        return self.h
+'''
+
+TOP_HOOK = HEAD + '''
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(width, width)
+        self.register_buffer("count", torch.zeros((), dtype=torch.long))
+        self.register_forward_hook(lambda module, args, out: module.count.add_(1))
+
+    def forward(self, x):
+        return self.fc(x) + self.count
+'''
+
+UNCARRIED = {
+    "tuple_state": (TUPLE_STATE, ["self.state (a tuple)", "keep each tensor of self.state in a buffer"]),
+    "list_items": (LIST_ITEMS, ["self.state (a list)"]),
+    "history": (HISTORY, ["self.history (a list)"]),
+    "dict_cache": (DICT_CACHE, ["self.cache (a dict)"]),
+    "none_hidden": (NONE_HIDDEN, ["self.hidden (None before the first call)", "create self.hidden in __init__ as a tensor"]),
+    "none_buffer": (NONE_BUFFER, ["self.h (None before the first call)"]),
+    "first_call": (FIRST_CALL, ["self.h (created during the call)"]),
+    "top_hook": (TOP_HOOK, ["a forward hook on the model", "applying it twice", "register the hook on a submodule"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(UNCARRIED))
+def test_state_lego_cannot_carry_is_refused_at_load_by_name(tmp_path, case):
+    """Before these were refused, each was optimized with its state baked
+    into the plan as constants (or a hook applied twice): ModelNew silently
+    differed from eager from the second call on."""
+    source, words = UNCARRIED[case]
+    with pytest.raises(ProblemError) as caught:
+        load_problem(ProblemSpec(str(write_model(tmp_path, case, source)), {}))
+    text = f"{caught.value} {caught.value.hint}"
+    for w in words:
+        assert w in text, (w, text)
+    assert caught.value.kind in ("stateful forward", "forward hook")
+
+
+LAZY_CONSTANTS = HEAD + '''
+class Model(nn.Module):
+    """Values made on the first call and kept: not state."""
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(width, width)
+        self._scale = None
+        self.memo = {}
+
+    def forward(self, x):
+        if self._scale is None:
+            self._scale = torch.linspace(0.5, 1.5, width)
+        if "offset" not in self.memo:
+            self.memo["offset"] = torch.full((width,), 0.25)
+        return self.fc(x) * self._scale + self.memo["offset"]
+'''
+
+
+def test_values_made_once_on_the_first_call_are_not_state(tmp_path):
+    path = write_model(tmp_path, "lazy_constants", LAZY_CONSTANTS)
+    load_problem(ProblemSpec(str(path), {}))  # not refused
+    report = optimize_api(path, tmp_path / "out", mutation=False)
+    assert report["end_to_end"]["passed"], report["end_to_end"]
+    model, new = fresh_pair(load_optimized(tmp_path / "out"))
+    torch.manual_seed(2)
+    with torch.no_grad():
+        for call in range(3):
+            x = torch.randn(2, 4)
+            torch.testing.assert_close(new(x), model(x), atol=1e-5, rtol=1e-5, msg=f"call {call}")
+
