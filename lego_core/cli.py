@@ -22,7 +22,7 @@ from lego_core.api import optimize
 from lego_core.config import AGENT_CHOICES, MAX_AGENTS, STRATEGIES, OptimizeConfig
 from lego_core.errors import OptimizeError
 from lego_core.events import Event
-from lego_core.spec import DEVICES, DTYPE_NAMES, ProblemError, ProblemSpec, parse_overrides
+from lego_core.spec import DEVICES, DTYPE_NAMES, ProblemError, ProblemSpec, parse_overrides, read_source
 from lego_core.sandbox import ChildCrashed
 
 
@@ -178,6 +178,7 @@ def triton_table(report: dict) -> Table:
 def run_optimize(args: argparse.Namespace, console: Console) -> int:
     try:
         spec = ProblemSpec(args.model, parse_overrides(args.overrides), args.dtype, args.device)
+        read_source(args.model)  # a missing, unreadable or non-UTF-8 file is said now, before the optimizer's process starts
     except ProblemError as exc:
         console.print(f"[red]error:[/red] {exc}")
         return 1
@@ -191,6 +192,11 @@ def run_optimize(args: argparse.Namespace, console: Console) -> int:
     out = Path(args.out or Path("lego_out") / Path(args.model).stem)
     if out.exists() and not out.is_dir():
         console.print(f"[red]error:[/red] --out {out}: this is a file, not a folder. Fix: name a new or existing folder.")
+        return 1
+    blocked = next((p for p in out.absolute().parents if p.exists() and not p.is_dir()), None)
+    if blocked is not None:
+        console.print(f"[red]error:[/red] --out {out}: {blocked} is a file, so no folder can be made under it. "
+                      "Fix: name a folder whose parents are folders (or do not exist yet).")
         return 1
     config = OptimizeConfig(
         use_triton=not args.no_triton,
@@ -223,8 +229,8 @@ def run_optimize(args: argparse.Namespace, console: Console) -> int:
         _say_output_untouched(console, out)
         return 3
     except Exception as exc:  # noqa: BLE001 - an internal error: say what, no traceback
-        first = str(exc).strip().splitlines()[-1] if str(exc).strip() else ""
-        console.print(f"[red]optimizer failed:[/red] {type(exc).__name__}: {first} (an internal error; please report it with the model file)")
+        console.print(f"[red]optimizer failed:[/red] {type(exc).__name__}: {telling_line(str(exc))} "
+                      "(an internal error; please report it with the model file)")
         return 3
     if report["summary"]["triton"]:
         console.print(triton_table(report))
@@ -233,6 +239,22 @@ def run_optimize(args: argparse.Namespace, console: Console) -> int:
     console.print(f"done in {time.monotonic() - started:.1f} s (the optimizer's {report['metrics']['wall_time_s']:.1f} s, "
                   "plus starting its process and checking and committing the output)")
     return 0
+
+
+# lines torch appends to its errors that say nothing about what went wrong
+_BOILERPLATE = ("for c++ stack trace", "set torchdynamo_verbose", "torchdynamo_extended_debug", "from user code",
+                "for more information, run with", "to execute this test, run", "you can suppress this exception")
+
+
+def telling_line(message: str) -> str:
+    """The line of an exception's ``message`` that says what happened: the
+    first that is not torch's boilerplate (``For C++ stack trace, run with
+    TORCHDYNAMO_EXTENDED_DEBUG_CPP=1``), at most 300 characters; ``""`` for
+    an empty message."""
+    lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
+    telling = [line for line in lines if not any(b in line.lower() for b in _BOILERPLATE)]
+    line = (telling or lines or [""])[0]
+    return line if len(line) <= 300 else line[:297] + "..."
 
 
 def written_names(out: Path) -> list[str]:

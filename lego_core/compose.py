@@ -62,6 +62,19 @@ def set_launch(out_dir: Path, launch: dict) -> None:
     lines[index] = launch_line(launch).strip("\n").split("\n")[-1]
     path.write_text("\n".join(lines))
 
+def state_note(graph: Graph) -> str:
+    """The header's paragraph on the module state forward writes (``STATE``
+    below it), or ``""`` for a stateless forward."""
+    updates = list(getattr(graph, "state_updates", ()))
+    if not updates:
+        return ""
+    listed = ", ".join(f"{u.target} ({u.kind})" for u in updates[:6]) + (", ..." if len(updates) > 6 else "")
+    return ("\n\nForward writes module state, as eager does (``STATE`` below):\n    " + listed + ".\n"
+            "Each call reads the current state and writes the new one back, in place into the\n"
+            "same tensor or by reassigning the attribute.  Outputs are new tensors: where eager\n"
+            "returns the very buffer it updated, the values agree but the output is not that buffer.")
+
+
 HEADER = '''"""Optimized by LEGO: {model} ({settings}).
 
 ``ModelNew`` subclasses the original ``Model``, so it has the same parameters
@@ -73,7 +86,7 @@ and buffers:
 Its forward runs the chosen plan: {n_triton} sub-problem(s) as generated
 Triton kernels (see kernels/), the rest as ATen library calls.  It is
 specialised to the input shapes it was optimized for ({shapes}) and to
-device {device!r} and dtype {dtype}; other shapes raise ValueError.
+device {device!r} and dtype {dtype}; other shapes raise ValueError.{state_note}
 """
 import importlib.util
 import os
@@ -193,6 +206,7 @@ def model_source(graph: Graph, items: list[OrNode], problem, run_id: str, kernel
             dtype_arg=dtype_arg,
             n_triton=sum(1 for leaf in items if leaf.chosen.implementation == "triton"),
             shapes=", ".join(str(list(s)) for s in shapes),
+            state_note=state_note(graph),
             runtime_module=f"lego_runtime_{run_id}",
             reference=reference,
             interpret=('\nif not torch.cuda.is_available():  # optimized for the CPU: Triton\'s interpreter runs the kernels (nothing compiles without a GPU)\n'

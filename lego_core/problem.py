@@ -21,7 +21,7 @@ from typing import Any, Callable
 import torch
 
 from lego_core.overrides import OverrideError, exec_with_overrides
-from lego_core.spec import DEVICES, DTYPE_NAMES, ProblemError, ProblemSpec, decode_source, parse_overrides  # noqa: F401 - re-exported
+from lego_core.spec import DEVICES, DTYPE_NAMES, ProblemError, ProblemSpec, decode_source, parse_overrides, read_source  # noqa: F401 - re-exported
 
 REQUIRED_NAMES = ("Model", "get_inputs", "get_init_inputs")
 
@@ -138,13 +138,7 @@ def move_plain_tensor_attributes(model: torch.nn.Module, device: str | torch.dev
 def _read_source(path: str) -> str:
     """The model file's text (``spec.decode_source``: UTF-8, else a
     ProblemError that says so, with the line of the first bad byte)."""
-    try:
-        data = Path(path).read_bytes()
-    except FileNotFoundError:
-        raise ProblemError("no such file.", path, hint="check the path of the model file.") from None
-    except OSError as exc:
-        raise ProblemError(f"cannot read the file ({exc.strerror or exc}).", path, hint="check that it is a readable file.") from None
-    return decode_source(data, path)
+    return read_source(path)
 
 
 def _import_source(path: str, source: str, overrides: dict | None = None) -> tuple[types.ModuleType, dict]:

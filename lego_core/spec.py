@@ -47,6 +47,22 @@ _BOMS = (
 )
 
 
+def read_source(path: str) -> str:
+    """The model file at ``path`` as text (:func:`decode_source`).  Raises
+    ProblemError when it does not exist, cannot be read (a folder, no
+    permission) or is not UTF-8 text.  No torch: the CLI checks the file
+    with it before it starts the optimizer's process."""
+    from pathlib import Path
+
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise ProblemError("no such file.", path, hint="check the path of the model file.") from None
+    except OSError as exc:
+        raise ProblemError(f"cannot read the file ({exc.strerror or exc}).", path, hint="check that it is a readable file.") from None
+    return decode_source(data, path)
+
+
 def decode_source(data: bytes, path: str | None = None) -> str:
     """A model file's bytes as text: UTF-8 (a leading UTF-8 byte-order mark
     dropped), with no NUL byte.  Anything else raises ProblemError saying

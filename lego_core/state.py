@@ -217,7 +217,8 @@ def python_state_error(before: dict, after: dict, path: str | None):
         path,
         None,
         hint=f"keep it in a tensor: self.register_buffer({first!r}, torch.tensor({before[changed[0]]!r})) in __init__ and "
-        f"update it in place in forward (self.{first} += 1); or update it outside forward.",
+        f"update it in place in forward ({_in_place_example(first, before[changed[0]], after[changed[0]])}); or update it "
+        "outside forward.",
     )
     error.kind = "stateful forward"
     return error
@@ -388,6 +389,16 @@ def hooks_error(model: torch.nn.Module, path: str | None):
     )
     error.kind = "forward hook"
     return error
+
+
+def _in_place_example(name: str, before, after) -> str:
+    """How forward would update the buffer ``name`` that replaces a Python
+    value going from ``before`` to ``after`` (a bool flag, a float, a count)."""
+    if isinstance(after, bool) or isinstance(before, bool):
+        return f"self.{name}.fill_({after!r})"
+    if isinstance(after, float) or isinstance(before, float):
+        return f"self.{name}.mul_(0.9), self.{name}.add_(x.mean()) or self.{name}.fill_(value)"
+    return f"self.{name} += 1"
 
 
 def _version(t: torch.Tensor):

@@ -171,6 +171,45 @@ def test_unknown_constant_exits_1_and_names_it(capsys, monkeypatch, tmp_path):
     assert "override one of: d_in, d_out, rows." in out
 
 
+@pytest.mark.parametrize("make, expected", [
+    (lambda d: d / "nowhere.py", "nowhere.py: no such file."),
+    (lambda d: d, "cannot read the file (Is a directory)"),
+])
+def test_a_missing_or_unreadable_model_file_exits_1_before_the_optimizer_starts(capsys, monkeypatch, tmp_path, make, expected):
+    import lego_core.cli as cli
+
+    monkeypatch.setenv("COLUMNS", "250")
+    monkeypatch.setattr(cli, "optimize", lambda *a, **k: pytest.fail("the optimizer was started"))
+    rc = main(["optimize", str(make(tmp_path)), "--out", str(tmp_path / "out")])
+    out = capsys.readouterr().out
+    assert rc == 1 and expected in out, out
+
+
+def test_an_output_folder_under_a_file_exits_1_naming_the_file(capsys, monkeypatch, tmp_path):
+    import lego_core.cli as cli
+
+    if not (REPO / SCORES_CHAIN).is_file():
+        pytest.skip("reference models not found beside the repository")
+    monkeypatch.setenv("COLUMNS", "250")
+    monkeypatch.setattr(cli, "optimize", lambda *a, **k: pytest.fail("the optimizer was started"))
+    (tmp_path / "afile").write_text("x")
+    rc = main(["optimize", str(REPO / SCORES_CHAIN), "--out", str(tmp_path / "afile" / "sub")])
+    out = " ".join(capsys.readouterr().out.split())
+    assert rc == 1 and f"{tmp_path / 'afile'} is a file, so no folder can be made under it" in out, out
+
+
+def test_an_internal_error_names_its_telling_line_not_torchs_boilerplate():
+    from lego_core.cli import telling_line
+
+    dynamo = ("GuardOnDataDependentSymNode: Could not guard on data-dependent expression zuf0 > 0.0\n\n"
+              "from user code:\n   File \"m.py\", line 9\n\n"
+              "Set TORCHDYNAMO_VERBOSE=1 for the internal stack trace\nFor C++ stack trace, run with TORCHDYNAMO_EXTENDED_DEBUG_CPP=1")
+    assert telling_line(dynamo).startswith("GuardOnDataDependentSymNode: Could not guard")
+    assert telling_line("") == "" and telling_line("one line") == "one line"
+    assert telling_line("For C++ stack trace, run with TORCHDYNAMO_EXTENDED_DEBUG_CPP=1") .startswith("For C++")  # nothing better
+    assert len(telling_line("x" * 1000)) == 300
+
+
 @pytest.mark.parametrize("item, expected", [("rows", "is not of the form name=value"), ("rows=many", "is not a number")])
 def test_malformed_set_exits_1_before_anything_runs(capsys, monkeypatch, tmp_path, item, expected):
     monkeypatch.setenv("COLUMNS", "250")
