@@ -66,8 +66,11 @@ CLASSES = (
      "use PyTorch operations only in forward (no .numpy(), no Python-side math on tensor values); give a custom "
      "operator a fake implementation (torch.library.register_fake)."),
 )
-GENERIC_FIX = ("LEGO needs a model that torch.export can trace with static shapes (no data-dependent Python control "
-               "flow); see torch's message above.")
+GENERIC_FIX = ("read torch.export's message above (a failure LEGO does not sort into a class). Common causes: Python control "
+               "flow on tensor values, `.data` or `.item()` in forward, one tensor registered in two modules or a buffer that "
+               "is a view of another, an operation torch.export cannot trace. Check that "
+               "torch.export.export(Model(*get_init_inputs()).eval(), tuple(get_inputs())) works on the file; if it does, "
+               "please report it with the model file.")
 
 
 def classify(exc: BaseException) -> tuple[str, dict]:
