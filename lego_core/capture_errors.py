@@ -45,9 +45,11 @@ CLASSES = (
     ("data-dependent control flow", ("GuardOnDataDependentSymNode", "DataDependentOutputException"),
      (r"data-dependent", r"Dynamic control flow is not supported", r"data dependent"),
      "Model.forward takes a Python decision on the value of a tensor (`if x.sum() > 0`, `int(x.max())` as a "
-     "size), which a captured graph cannot follow",
+     "size, a tensor used as a Python index `cache[:, self.pos]`), which a captured graph cannot follow",
      "remove the data-dependent Python control flow: compute both branches and choose with torch.where (or use "
-     "torch.cond); sizes and loop counts must come from shapes or constants, not from tensor values."),
+     "torch.cond); sizes and loop counts must come from shapes or constants, not from tensor values; write at a "
+     "position held in a tensor with index ops (cache.index_copy_(1, pos.view(1), value.unsqueeze(1)) instead of cache[:, pos] = "
+     "value; a boolean mask with torch.where(mask, new, old) instead of x[mask] = ...)."),
     ("dynamic shapes", ("ConstraintViolationError",),
      (r"Constraints violated", r"marked .* as dynamic", r"dynamic_shapes"),
      "the model asks for dynamic shapes (a dimension marked dynamic), but LEGO captures and optimizes one set of "
