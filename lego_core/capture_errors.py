@@ -45,7 +45,7 @@ CLASSES = (
     ("data-dependent control flow", ("GuardOnDataDependentSymNode", "DataDependentOutputException"),
      (r"data-dependent", r"Dynamic control flow is not supported", r"data dependent"),
      "Model.forward takes a Python decision on the value of a tensor (`if x.sum() > 0`, `int(x.max())` as a "
-     "size, a tensor used as a Python index `cache[:, self.pos]`), which a captured graph cannot follow",
+     "size), which a captured graph cannot follow",
      "remove the data-dependent Python control flow: compute both branches and choose with torch.where (or use "
      "torch.cond); sizes and loop counts must come from shapes or constants, not from tensor values; write at a "
      "position held in a tensor with index ops (cache.index_copy_(1, pos.view(1), value.unsqueeze(1)) instead of cache[:, pos] = "
