@@ -17,7 +17,9 @@ end-to-end bound (``lego_core.e2e_judge``-style: 1e-4 fp32, 3e-2 bf16/fp16
 norm-relative), on every call, so drift of the carried state shows.
 
 Prints one row per folder and call, then ``ok`` / ``FAILED`` per folder; exit
-status 1 when any folder failed.
+status 1 when any folder failed.  Plain files among the arguments (the
+``.search.json`` / ``.search.log`` beside each folder that a glob such as
+``OUT/stateful_*`` also matches) are skipped and said so.
 
 Usage: python bench/gpu_checks/check_stateful.py OUT_DIR [OUT_DIR ...]
 """
@@ -122,6 +124,9 @@ def main(argv: list[str]) -> int:
         return 2
     results = {}
     for folder in map(Path, argv):
+        if folder.is_file():  # a shell glob over an --out-dir also matches the runs' .search.json/.log files
+            print(f"{folder.name}: skipped, a file and not an optimizer output folder")
+            continue
         try:
             results[folder.name] = check(folder)
         except Exception as exc:  # noqa: BLE001 - one folder's failure is a row, not the end of the check

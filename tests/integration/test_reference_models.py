@@ -29,9 +29,9 @@ import pytest
 from lego_core import optimize
 from lego_core.config import OptimizeConfig
 from lego_core.spec import ProblemSpec
+from conftest import SHARED_MODELS  # ../shared/models, or $LEGO_MODELS_DIR where they were carried
 
-REPO = Path(__file__).resolve().parents[2]
-MODELS_DIR = REPO.parent / "shared" / "models"
+MODELS_DIR = SHARED_MODELS
 CHECK_SCRIPT = Path(__file__).resolve().parent / "composed_check.py"
 MODELS = [
     "gated_conv_mixer.py",

@@ -34,9 +34,9 @@ from lego_core import optimize
 from lego_core.cache import source_hash
 from lego_core.config import OptimizeConfig
 from lego_core.spec import ProblemSpec
+from conftest import SHARED_MODELS  # ../shared/models, or $LEGO_MODELS_DIR where they were carried
 
-REPO = Path(__file__).resolve().parents[2]
-MODELS_DIR = REPO.parent / "shared" / "models"
+MODELS_DIR = SHARED_MODELS
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore:.*LeafSpec.*:FutureWarning")]
 

@@ -3,14 +3,13 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from lego_core import OptimizeConfig, ProblemSpec, optimize
+from conftest import SHARED_MODELS  # ../shared/models, or $LEGO_MODELS_DIR where they were carried
 
-ROOT = Path(__file__).resolve().parents[2]
-MODELS = ROOT.parent / "shared" / "models"
+MODELS = SHARED_MODELS
 TINY = json.loads((MODELS / "tiny.json").read_text())
 
 

@@ -27,10 +27,9 @@ from lego_core.subproblem import make_subproblem  # noqa: E402
 from lego_core.tree import build_tree  # noqa: E402
 from lego_core.verify import calls_back_into_reference, verify  # noqa: E402
 from lego_core.static_check import unsafe_host_code  # noqa: E402
+from conftest import SHARED_MODELS  # ../shared/models, or $LEGO_MODELS_DIR where they were carried
 
-MODELS = Path(__file__).resolve().parents[2].parent / "shared" / "models"
-if not MODELS.is_dir():
-    MODELS = Path("/work/shared/models")
+MODELS = SHARED_MODELS
 TINY = json.loads((MODELS / "tiny.json").read_text())
 SEEDS = (11, 12, 13)
 

@@ -1,7 +1,6 @@
 """lego_core.capture: torch.export capture, value info, module paths, sources, Graph.run."""
 import functools
 import textwrap
-from pathlib import Path
 
 import pytest
 import torch
@@ -18,13 +17,14 @@ from lego_core.capture import (
     value_info,
 )
 from lego_core.problem import ProblemError, ProblemSpec, load_problem
+from conftest import SHARED_MODELS  # ../shared/models, or $LEGO_MODELS_DIR where they were carried
 
 # torch.export's own deprecation noise and the LSTM's flat-weights notice
 pytestmark = pytest.mark.filterwarnings(
     "ignore:.*LeafSpec.*:FutureWarning", "ignore:The tensor attributes:UserWarning"
 )
 
-MODELS = Path(__file__).resolve().parents[3] / "shared" / "models"
+MODELS = SHARED_MODELS
 
 
 @functools.lru_cache(maxsize=None)

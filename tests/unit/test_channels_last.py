@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 from types import SimpleNamespace
 
 os.environ.setdefault("TRITON_INTERPRET", "1")  # before triton is imported anywhere
@@ -34,9 +33,9 @@ from lego_core.search import leaf_input_sets, load_module
 from lego_core.fusion.groups import partition
 from lego_core.subproblem import make_subproblem
 from lego_core.verify import verify
+from conftest import SHARED_MODELS  # ../shared/models, or $LEGO_MODELS_DIR where they were carried
 
-MODELS = Path(__file__).resolve().parents[2] / ".." / "shared" / "models"
-MODELS = MODELS if MODELS.exists() else Path("/work/shared/models")
+MODELS = SHARED_MODELS
 TINY = json.loads((MODELS / "tiny.json").read_text())
 SEEDS = (11, 22, 33)
 BN = "_native_batch_norm_legit_no_training"

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 
 os.environ.setdefault("TRITON_INTERPRET", "1")  # before triton is imported anywhere
 
@@ -29,9 +28,9 @@ from lego_core.search import leaf_input_sets, load_module
 from lego_core.tree import build_tree
 from lego_core.verify import calls_back_into_reference, verify
 from lego_core.static_check import unsafe_host_code
+from conftest import SHARED_MODELS  # ../shared/models, or $LEGO_MODELS_DIR where they were carried
 
-MODELS = Path(__file__).resolve().parents[2] / ".." / "shared" / "models"
-MODELS = MODELS if MODELS.exists() else Path("/work/shared/models")
+MODELS = SHARED_MODELS
 SEEDS = (11, 22, 33)
 BN = "aten._native_batch_norm_legit_no_training.default"
 

@@ -15,9 +15,9 @@ from lego_core.compose import set_launch
 from lego_core.config import OptimizeConfig
 from lego_core.launch import MIN_GAIN, TIMING_ROUNDS, _interleaved_medians, _pick
 from lego_core.search import load_module  # noqa: E402
+from conftest import SHARED_MODELS  # ../shared/models, or $LEGO_MODELS_DIR where they were carried
 
-REPO = Path(__file__).resolve().parents[2]
-MLP = next((p for p in (REPO.parent / "shared" / "models" / "mlp_residual.py", REPO / "shared" / "models" / "mlp_residual.py") if p.is_file()), REPO.parent / "shared" / "models" / "mlp_residual.py")
+MLP = SHARED_MODELS / "mlp_residual.py"
 TINY = {"batch_size": 8, "d_model": 48, "d_hidden": 96}
 
 

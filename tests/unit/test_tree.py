@@ -6,7 +6,6 @@ sizes; the grouping rules on small hand-written modules written to tmp_path.
 import functools
 import json
 import textwrap
-from pathlib import Path
 
 import pytest
 
@@ -15,13 +14,14 @@ from lego_core.fusion import policy
 from lego_core.fusion.groups import FusionGroup, Role, partition
 from lego_core.problem import ProblemSpec, load_problem
 from lego_core.tree import AndNode, FusionTree, OrNode, build_tree
+from conftest import SHARED_MODELS  # ../shared/models, or $LEGO_MODELS_DIR where they were carried
 
 # torch.export's own deprecation noise and the LSTM's flat-weights notice
 pytestmark = pytest.mark.filterwarnings(
     "ignore:.*LeafSpec.*:FutureWarning", "ignore:The tensor attributes:UserWarning"
 )
 
-MODELS = Path(__file__).resolve().parents[3] / "shared" / "models"
+MODELS = SHARED_MODELS
 TINY = json.loads((MODELS / "tiny.json").read_text()) if (MODELS / "tiny.json").is_file() else {}
 LEAF_KINDS = {"pointwise", "row_reduction", "layout", "heavy", "attention", "depthwise_conv1d", "scan"}
 
