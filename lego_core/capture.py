@@ -22,7 +22,7 @@ import torch.fx as fx
 from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind
 
-from lego_core import capture_errors, state
+from lego_core import capture_errors, state, state_checks
 from lego_core.faithful_capture import check_fast_paths, check_stateless
 from lego_core.problem import Problem, ProblemError
 
@@ -349,7 +349,8 @@ def capture_graph(problem: Problem, channels_last: bool = False) -> Graph:
     ProblemError when torch.export cannot capture the model, with a message
     and fix per failure class (``capture_errors``: data-dependent control
     flow, a mutated constant, dynamic shapes, a non-tensor output, an
-    unsupported operation) and torch's message underneath; and when the
+    unsupported operation) and torch's message underneath; when the graph's
+    sizes depend on tensor values (``data-dependent shape``); and when the
     capture could not compute what eager does (``faithful_capture``: a
     forward that writes into parameters or inputs; a fast path that gives
     other values than the captured ordinary path; ``check_state_fits``:
@@ -369,6 +370,11 @@ def capture_graph(problem: Problem, channels_last: bool = False) -> Graph:
     # what one eager forward writes (undone): the state the graph must carry.  On the user's layout,
     # which the loader ran (a model whose views need NCHW fails in eager on channels-last inputs)
     probe = state.probe_writes(problem.model, inputs)
+    # writes torch.export would drop or fail on: through .data, into a tensor that has another name
+    error = state_checks.data_write_error(probe, problem.spec.path) or state_checks.alias_error(problem.model, list(probe), problem.spec.path)
+    if error is not None:
+        raise error
+    outside_before = state_checks.outside_fingerprints(problem.model, problem.module)
     if channels_last:
         inputs = [to_channels_last(x) for x in inputs]
     path = problem.spec.path
@@ -400,6 +406,12 @@ def capture_graph(problem: Problem, channels_last: bool = False) -> Graph:
         target, shape, dtype = mismatched[0]
         raise _state_changes_error(target, f"{str(dtype).removeprefix('torch.')}{list(shape)}",
                                    ValueInfo(tuple(state.read(problem.model, target).shape), state.read(problem.model, target).dtype, ()).describe(), path)
+    moved = state_checks.changed(outside_before, state_checks.outside_fingerprints(problem.model, problem.module))
+    if moved:  # torch.export wrote (fake) values into state outside the model's modules
+        raise state_checks.outside_state_error(moved, path, during="while torch.export traced it")
+    error = capture_errors.data_dependent_shape_error(ep.graph_module, path)
+    if error is not None:  # sizes known only at run time (boolean indexing, nonzero): plans are for static shapes
+        raise error
     # what eager computes and the graph cannot: parameters or inputs written, fast paths
     check_stateless(ep, path)
     with state.preserved(problem.model):  # the fast-path check runs eager twice: its state writes are undone

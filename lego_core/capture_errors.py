@@ -15,6 +15,13 @@ line at the end of the message, all of it in the error's ``raw``).
 | ``non-tensor output`` | ``Found <class ...> in output, which is not a known type`` (an object that is not a tensor, number or container of them) |
 | ``unsupported operation`` | ``Unsupported``, ``There was no fake impl registered``, ``.numpy() is not supported``, ``NotImplementedError``, an op with no Meta kernel |
 
+Two more classes are found after a capture succeeds, on the graph itself:
+``data-dependent shape`` (:func:`data_dependent_shape_error`: boolean
+indexing, ``nonzero``, ``unique`` give sizes known only at run time) and,
+in ``lego_core.state``, writes torch.export captures wrongly or not at all
+(through ``.data``, into a buffer that shares memory with another, into
+state held outside the model's modules).
+
 A forward that *reassigns* a plain tensor attribute (``self.hidden = ...``)
 does not fail torch.export: it warns and captures the attribute's value as a
 constant, so the plan would reuse the first value for ever.
@@ -27,6 +34,8 @@ constant``) is carried the same way.
 from __future__ import annotations
 
 import re
+
+import torch
 
 from lego_core.spec import ProblemError
 
@@ -151,3 +160,62 @@ def state_error(names: list[str], path: str | None) -> ProblemError:
     )
     error.kind = "stateful forward"
     return error
+
+
+DATA_DEPENDENT_SHAPE_FIX = (
+    "keep every shape fixed by the input shapes: write through a mask with torch.where (a[m] = b[m] becomes "
+    "a.copy_(torch.where(m, b, a))), reduce over a mask by multiplying (x[m].sum() becomes (x * m).sum(), "
+    "torch.where(m, x, 0).sum()), and keep torch.nonzero, masked_select, unique and boolean indexing out of forward."
+)
+
+
+def _user_frame(node, path: str | None) -> tuple[int | None, str]:
+    """(line number, source text) of the last frame of the user's file ``path``
+    in ``node``'s stack trace (torch.export records it), or ``(None, "")``."""
+    lines = (node.meta.get("stack_trace") or "").splitlines()
+    found = (None, "")
+    for k, line in enumerate(lines):
+        m = re.search(r'File "(?P<file>[^"]+)", line (?P<line>\d+)', line)
+        if m and (path is None or m["file"] == path):
+            found = (int(m["line"]), lines[k + 1].strip() if k + 1 < len(lines) else "")
+    return found
+
+
+def data_dependent_shape_error(graph_module, path: str | None) -> ProblemError | None:
+    """The ProblemError for a captured graph whose tensor shapes depend on
+    tensor values (class ``data-dependent shape``), else None.
+
+    torch.export captures boolean indexing (``x[mask]``, ``buf[mask] = y[mask]``),
+    ``torch.nonzero``, ``masked_select`` and ``unique`` with *unbacked* sizes
+    (symbols ``u0, u1, ...`` whose value is known only when the graph runs).
+    LEGO plans, verifies and times kernels for one set of static shapes, so
+    such a graph cannot be optimized; the first node that makes an unbacked
+    size is named with its ATen op and the user's line.  ``graph_module``:
+    the exported program's ``graph_module`` (after decomposition)."""
+    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+
+    for node in graph_module.graph.nodes:
+        value = node.meta.get("val")
+        if node.op != "call_function" or value is None:
+            continue
+        try:
+            symbols = free_unbacked_symbols(value)
+        except Exception:  # noqa: BLE001 - a value free_unbacked_symbols does not walk (an opaque object)
+            continue
+        if not symbols:
+            continue
+        line, text = _user_frame(node, path)
+        op = str(node.target) if isinstance(node.target, torch._ops.OpOverload) else getattr(node.target, "__name__", str(node.target))
+        source = f" (`{text}`)" if text else ""
+        error = ProblemError(
+            f"Model.forward computes a tensor whose size depends on tensor values: {op}{source} gives a size "
+            "known only at run time (boolean indexing, torch.nonzero, masked_select or unique), and LEGO optimizes "
+            "fixed shapes, those of get_inputs()",
+            path,
+            line,
+            hint=DATA_DEPENDENT_SHAPE_FIX,
+        )
+        error.kind = "data-dependent shape"
+        error.raw = f"{op} makes the unbacked size {', '.join(sorted(map(str, symbols)))}"
+        return error
+    return None

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -145,7 +146,7 @@ def summary_table(report: dict) -> Table:
         tokens += f", ${metrics['cost_usd']:.4f}"
     table.add_row("tokens", tokens)
     for name, why in metrics.get("agents_retired", {}).items():
-        table.add_row(f"agent {name} stopped", why[:120])
+        table.add_row(f"agent {escape(str(name))} stopped", escape(why[:120]))
     hits = metrics.get("cache_hits", 0)
     if not metrics.get("cache", True):
         cached = "off"
@@ -156,7 +157,7 @@ def summary_table(report: dict) -> Table:
     table.add_row("from the kernel cache (no agent call)", cached)
     table.add_row("mutations accepted / tried", f"{metrics.get('mutations_accepted', 0)} / {metrics.get('mutations_tried', 0)}")
     table.add_row("time to first / final plan", f"{metrics.get('time_to_first_plan_s', 0):.1f} s / {metrics.get('time_to_final_plan_s', 0):.1f} s")
-    table.add_row("search stopped by", str(metrics.get("stop_reason", "")))
+    table.add_row("search stopped by", escape(str(metrics.get("stop_reason", ""))))
     table.add_row("optimizer wall time (capture to report)", f"{metrics['wall_time_s']:.1f} s")
     return table
 
@@ -169,7 +170,7 @@ def triton_table(report: dict) -> Table:
         if sp["implementation"] != "triton":
             continue
         ops = ", ".join(dict.fromkeys(o.split(".")[1] for o in sp["ops"]))
-        table.add_row(sp["id"], sp["label"], ops, f"{sp['max_abs_error']:.2g}", f"{sp['time_ms']:.4f}", f"{sp['baseline_ms']:.4f}")
+        table.add_row(escape(sp["id"]), escape(sp["label"]), escape(ops), f"{sp['max_abs_error']:.2g}", f"{sp['time_ms']:.4f}", f"{sp['baseline_ms']:.4f}")
     kinds = {sp["time_kind"] for sp in report["subproblems"] if sp["implementation"] == "triton"}
     table.caption = "times: " + " and ".join(sorted(kinds)) + (" by the cost model" if kinds == {"estimated"} else "")
     return table
@@ -180,22 +181,22 @@ def run_optimize(args: argparse.Namespace, console: Console) -> int:
         spec = ProblemSpec(args.model, parse_overrides(args.overrides), args.dtype, args.device)
         read_source(args.model)  # a missing, unreadable or non-UTF-8 file is said now, before the optimizer's process starts
     except ProblemError as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        console.print(f"[red]error:[/red] {escape(str(exc))}")
         return 1
     if args.agent in ("llm", "both"):
         from lego_core.agents.llm.settings import endpoint_missing
 
         missing = endpoint_missing()
         if missing:
-            console.print(f"[red]error:[/red] --agent {args.agent}: {missing}. Fix: set one, or use --agent template.")
+            console.print(f"[red]error:[/red] --agent {args.agent}: {escape(str(missing))}. Fix: set one, or use --agent template.")
             return 1
     out = Path(args.out or Path("lego_out") / Path(args.model).stem)
     if out.exists() and not out.is_dir():
-        console.print(f"[red]error:[/red] --out {out}: this is a file, not a folder. Fix: name a new or existing folder.")
+        console.print(f"[red]error:[/red] --out {escape(str(out))}: this is a file, not a folder. Fix: name a new or existing folder.")
         return 1
     blocked = next((p for p in out.absolute().parents if p.exists() and not p.is_dir()), None)
     if blocked is not None:
-        console.print(f"[red]error:[/red] --out {out}: {blocked} is a file, so no folder can be made under it. "
+        console.print(f"[red]error:[/red] --out {escape(str(out))}: {escape(str(blocked))} is a file, so no folder can be made under it. "
                       "Fix: name a folder whose parents are folders (or do not exist yet).")
         return 1
     config = OptimizeConfig(
@@ -222,20 +223,20 @@ def run_optimize(args: argparse.Namespace, console: Console) -> int:
         with view.progress:
             report = optimize(spec, out, config, sink=view)
     except ProblemError as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        console.print(f"[red]error:[/red] {escape(str(exc))}")
         return 1
     except (OptimizeError, ChildCrashed) as exc:
-        console.print(f"[red]optimizer failed:[/red] {exc}")
+        console.print(f"[red]optimizer failed:[/red] {escape(str(exc))}")
         _say_output_untouched(console, out)
         return 3
     except Exception as exc:  # noqa: BLE001 - an internal error: say what, no traceback
-        console.print(f"[red]optimizer failed:[/red] {type(exc).__name__}: {telling_line(str(exc))} "
+        console.print(f"[red]optimizer failed:[/red] {type(exc).__name__}: {escape(telling_line(str(exc)))} "
                       "(an internal error; please report it with the model file)")
         return 3
     if report["summary"]["triton"]:
         console.print(triton_table(report))
     console.print(summary_table(report))
-    console.print(f"output: {out.resolve()} ({', '.join(written_names(out))})")
+    console.print(f"output: {escape(str(out.resolve()))} ({', '.join(written_names(out))})")
     console.print(f"done in {time.monotonic() - started:.1f} s (the optimizer's {report['metrics']['wall_time_s']:.1f} s, "
                   "plus starting its process and checking and committing the output)")
     return 0
@@ -275,7 +276,7 @@ def written_names(out: Path) -> list[str]:
 def _say_output_untouched(console: Console, out: Path) -> None:
     """After a failed run: what the output folder holds (nothing of this run's)."""
     if (out / "FAILED.json").is_file():
-        console.print(f"no output written; {out} still holds an earlier run's output, marked by FAILED.json")
+        console.print(f"no output written; {escape(str(out))} still holds an earlier run's output, marked by FAILED.json")
     else:
         console.print("no output written")
 

@@ -118,7 +118,7 @@ def check_end_to_end(out_dir: Path, problem, seed: int, fp64_device: str | None 
     actual, _ = composed_forward(out_dir, problem, ref.inputs, meter=meter)
     result = dict(seed=seed, **_versus_eager(actual, ref.eager))
     if ref.truth is not None:
-        verdict = judge_outputs(actual, ref.eager, ref.truth, problem.spec.torch_dtype, ref.compiled)
+        verdict = judge_outputs(actual, ref.eager, ref.truth, problem.spec.torch_dtype, ref.compiled, names=_leaf_names(problem, ref.eager))
         result.update(verdict.to_dict())
     else:
         leaves = [x for x in torch.utils._pytree.tree_leaves(actual)]
@@ -131,6 +131,17 @@ def check_end_to_end(out_dir: Path, problem, seed: int, fp64_device: str | None 
     if layout:
         result.update(passed=False, reason=layout, output_strides={"optimized": list(user_actual.stride()), "eager": list(user_eager.stride())})
     return result
+
+
+def _leaf_names(problem, eager) -> list[str] | None:
+    """What each judged leaf is: ``output k``, then ``state self.NAME`` for a
+    stateful forward's state after the call (``state.with_state``); None
+    for a stateless one (the judge's default names)."""
+    targets = getattr(problem, "state_targets", None)
+    if not targets:
+        return None
+    outputs = len(torch.utils._pytree.tree_leaves(eager[0]))
+    return [f"output {k}" for k in range(outputs)] + [f"state self.{t}" for t in targets]
 
 
 def _versus_eager(actual, expected) -> dict:

@@ -129,14 +129,18 @@ def to_float64(value, device: str | torch.device | None = None):
     return torch.utils._pytree.tree_map(cast, value)
 
 
-def judge_outputs(plan, eager, truth, dtype: torch.dtype, compiled=None) -> Verdict:
+def judge_outputs(plan, eager, truth, dtype: torch.dtype, compiled=None, names: list[str] | None = None) -> Verdict:
     """Judge ``plan`` (the composed model's outputs) against ``truth`` (the same
     model in float64 on the same inputs), with eager's outputs at ``dtype``
     (the run's dtype: fp32, bf16 or fp16) as the yardstick; ``compiled``:
     torch.compile's outputs, reported beside them when given.  Outputs may be
     a tensor or any pytree of tensors (same structure in all three); the
     rule is the module docstring's.  Raises nothing on mismatched outputs:
-    a structure or shape mismatch is a failed verdict."""
+    a structure or shape mismatch is a failed verdict.  ``names``: what each
+    leaf is, for the reason (``"output 0"``, ``"state self.hidden"``; default
+    ``output k``); a failed verdict names the leaves that fail the rule on
+    their own."""
+    label = (lambda k: names[k]) if names else (lambda k: f"output {k}")
     plan_leaves, eager_leaves, truth_leaves = (_leaves(x) for x in (plan, eager, truth))
     multiplier = MULTIPLIER.get(dtype, 2.0)
     floor = FLOOR.get(dtype, 1e-5)
@@ -148,11 +152,17 @@ def judge_outputs(plan, eager, truth, dtype: torch.dtype, compiled=None) -> Verd
     for k, (p, e) in enumerate(zip(plan_leaves, eager_leaves)):
         problem = _mismatch(p, e)
         if problem:
-            return Verdict(False, f"output {k}: {problem}", Errors(), Errors(), None, multiplier, floor)
+            return Verdict(False, f"{label(k)}: {problem}", Errors(), Errors(), None, multiplier, floor)
     eager_err = _errors(eager_leaves, eager_leaves, truth_leaves)
     plan_err = _errors(plan_leaves, eager_leaves, truth_leaves)
     compile_err = _errors(_leaves(compiled), eager_leaves, truth_leaves) if compiled is not None else None
     passed, reason = _rule(plan_err, eager_err, multiplier, floor)
+    if not passed and len(eager_leaves) > 1:
+        failing = [label(k) for k, (p, e, t) in enumerate(zip(plan_leaves, eager_leaves, truth_leaves))
+                   if isinstance(e, torch.Tensor) and e.is_floating_point()
+                   and not _rule(_errors([p], [e], [t]), _errors([e], [e], [t]), multiplier, floor)[0]]
+        if failing:
+            reason = f"{', '.join(failing[:4])}{' and more' if len(failing) > 4 else ''} off: {reason}"
     fills, masks = _apart_from_fills(eager_leaves)
     apart = None
     if masks is not None:
@@ -166,7 +176,7 @@ def judge_outputs(plan, eager, truth, dtype: torch.dtype, compiled=None) -> Verd
         for k, (p, e, t) in enumerate(zip(plan_leaves, eager_leaves, truth_leaves)):
             special = _special_values(p, e, t)
             if special:
-                passed, reason = False, f"output {k}: {special}"
+                passed, reason = False, f"{label(k)}: {special}"
                 break
     return Verdict(passed, reason, eager_err, plan_err, compile_err, multiplier, floor, fills, apart)
 

@@ -304,6 +304,7 @@ def _check_output_structure(out: Any, path: str) -> None:
 def _check_forward(problem: Problem) -> None:
     inputs = problem.make_inputs(seed=0)
     from lego_core.state import hooks_error, plain_values, preserved, python_state_error, uncarried_state_error
+    from lego_core.state_checks import outside_fingerprints
 
     error = hooks_error(problem.model, problem.spec.path)
     if error is not None:  # captured into the plan, and run again by ModelNew's call
@@ -314,8 +315,9 @@ def _check_forward(problem: Problem) -> None:
         return _call_user(problem.spec.path, "running Model.forward on get_inputs()", lambda: problem.model(*inputs))
 
     with torch.no_grad(), preserved(problem.model):  # a stateful forward's tensor writes are undone: the model stays as built
-        out, error = uncarried_state_error(problem.model, call, problem.spec.path)
-    if error is not None:  # containers, None-initialised or first-call state: torch.export would bake it in
+        out, error = uncarried_state_error(problem.model, call, problem.spec.path,
+                                           outside=lambda: outside_fingerprints(problem.model, problem.module))
+    if error is not None:  # containers, None-initialised, first-call or outside state: torch.export would bake it in
         raise error
     error = python_state_error(before, plain_values(problem.model), problem.spec.path)
     if error is not None:  # a Python number kept as state: torch.export bakes it in, LEGO cannot carry it

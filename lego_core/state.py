@@ -32,8 +32,11 @@ or the caller's inputs (``faithful_capture.check_stateless``), state whose
 shape or dtype changes between calls (``capture.check_state_fits``), a
 plain Python value kept as state (:func:`python_state_error`, at load),
 tensors kept in lists, tuples or dicts, state that starts as None or is
-created on the first call (:func:`uncarried_state_error`, at load), and
-forward hooks on the model itself (:func:`hooks_error`, at load).
+created on the first call (:func:`uncarried_state_error`, at load),
+forward hooks on the model itself (:func:`hooks_error`, at load), and
+(``lego_core.state_checks``) writes through ``.data``, writes into a tensor
+that shares memory with another name, and state kept outside the model's
+modules (a global of the model file, a helper object).
 """
 from __future__ import annotations
 
@@ -114,9 +117,12 @@ def probe_writes(model: torch.nn.Module, inputs: list) -> dict[str, tuple[str, s
     """What one eager forward of ``model`` on ``inputs`` writes, undone
     afterwards (:func:`preserved`): ``{dotted name: (what, how)}`` with
     ``what`` ``"buffer"`` or ``"attribute"`` (a plain tensor attribute) and
-    ``how`` ``"reassigned"`` (another tensor stored) or ``"in place"`` (its
-    version counter moved).  torch.export misses some of these (a buffer
-    reassigned in a submodule), so capture compares its graph with them."""
+    ``how`` ``"reassigned"`` (another tensor stored), ``"in place"`` (its
+    version counter moved) or ``"through .data"`` (its values or storage
+    changed and its version counter did not: ``self.ema.data = ...``,
+    ``self.ema.data.mul_(...)``, which torch.export cannot capture).
+    torch.export misses some of these (a buffer reassigned in a submodule),
+    so capture compares its graph with them."""
     before = {}
     for prefix, module in model.named_modules():
         for name, buf in module._buffers.items():
@@ -125,6 +131,7 @@ def probe_writes(model: torch.nn.Module, inputs: list) -> dict[str, tuple[str, s
         for name, value in vars(module).items():
             if isinstance(value, torch.Tensor) and not isinstance(value, torch.nn.Parameter):
                 before[f"{prefix}.{name}" if prefix else name] = ("attribute", value, _version(value))
+    values = {t: (obj.data_ptr(), obj.detach().clone()) for t, (_w, obj, _v) in before.items()}
     found = {}
     with torch.no_grad(), preserved(model):
         model(*inputs)
@@ -137,7 +144,18 @@ def probe_writes(model: torch.nn.Module, inputs: list) -> dict[str, tuple[str, s
                 found[target] = (what, "reassigned")
             elif version is None or _version(now) != version:
                 found[target] = (what, "in place")
+            elif now.data_ptr() != values[target][0] or not _same_values(now, values[target][1]):
+                found[target] = (what, "through .data")
     return found
+
+
+def _same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether ``a`` holds ``b``'s shape, dtype and values (NaN equal to NaN)."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if torch.equal(a, b):
+        return True
+    return bool(((a == b) | (a.isnan() & b.isnan())).all()) if a.is_floating_point() or a.is_complex() else False
 
 
 @contextlib.contextmanager
@@ -299,7 +317,7 @@ def attribute_fingerprints(model: torch.nn.Module, names: set[str]) -> dict:
     return prints
 
 
-def uncarried_state_error(model: torch.nn.Module, call, path: str | None):
+def uncarried_state_error(model: torch.nn.Module, call, path: str | None, outside=None):
     """Run ``call()`` (one eager forward) and, when it changed an attribute
     that could hold state LEGO does not carry (:func:`uncarried_candidates`)
     or created one, run it again: what the second call changes again is
@@ -312,20 +330,30 @@ def uncarried_state_error(model: torch.nn.Module, call, path: str | None):
     that starts as None (``self.hidden = None`` in ``__init__``), an
     attribute created on the first call and changed later.  torch.export
     would bake their values into the plan, so the optimized model would
-    silently keep them."""
+    silently keep them.  ``outside``: a function giving more fingerprints to
+    watch alike (``state_checks.outside_fingerprints``: globals of the model
+    file, helper objects), refused with ``state_checks.outside_state_error``."""
+    from lego_core import state_checks
+
+    outside = outside or dict
     candidates = uncarried_candidates(model)
     names_before = attribute_names(model)
     before = attribute_fingerprints(model, candidates)
+    outside_before = outside()
     out = call()
     created = attribute_names(model) - names_before
     watched = candidates | created
     first = attribute_fingerprints(model, watched)
-    if not created and first == before:
+    outside_first = outside()
+    if not created and first == before and outside_first == outside_before:
         return out, None
     call()
     again = attribute_names(model) - names_before - created
     second = attribute_fingerprints(model, watched)
     changed = sorted(name for name in watched if second[name] != first[name]) + sorted(again)
+    moved_outside = state_checks.changed(outside_first, outside())
+    if not changed and moved_outside:
+        return out, state_checks.outside_state_error(moved_outside, path)
     if not changed:
         return out, None
     from lego_core.spec import ProblemError

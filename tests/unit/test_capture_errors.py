@@ -91,6 +91,48 @@ def test_dynamic_shapes_have_their_own_message_and_fix():
     assert kind == "dynamic shapes" and "static shapes" in err.message and "mark_dynamic" in err.hint
 
 
+VALUE_SIZED = {
+    "mask_write": ("""
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("best", torch.zeros(batch_size, width))
+
+    def forward(self, x):
+        m = x > self.best
+        self.best[m] = x[m]
+        return x * 2.0
+""", "self.best[m] = x[m]", "aten.index"),
+    "masked_sum": ("""
+class Model(nn.Module):
+    def forward(self, x):
+        return x[x > 0].sum() + x.mean()
+""", "return x[x > 0].sum() + x.mean()", "aten.index"),
+    "nonzero": ("""
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.nonzero(x > 0).float().sum() + x.sum()
+""", "torch.nonzero(x > 0)", "aten.nonzero"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(VALUE_SIZED))
+def test_sizes_that_depend_on_tensor_values_are_their_own_class_naming_the_line(tmp_path, case):
+    """torch.export captures these (with unbacked sizes u0, u1); before this
+    class the search failed later with an internal GuardOnDataDependentSymNode."""
+    source, line_text, op = VALUE_SIZED[case]
+    path = write_model(tmp_path, case, HEAD + source)
+    with pytest.raises(ProblemError) as caught:
+        capture(path)
+    err = caught.value
+    assert err.kind == "data-dependent shape", err
+    assert op in err.message and line_text in err.message and "fixed shapes" in err.message, err.message
+    lines = path.read_text().splitlines()
+    assert err.line == 1 + lines.index(next(line for line in lines if line_text in line))
+    assert "torch.where(m, b, a)" in err.hint and "(x * m).sum()" in err.hint
+    assert "u0" in err.raw or "u1" in err.raw
+
+
 def test_non_tensor_outputs_have_their_own_message_and_fix(tmp_path):
     """Loading refuses a forward that returns no tensor before capture; torch.export's
     own failure for an unknown object in the output is its own class too."""

@@ -17,6 +17,7 @@ import pytest
 from rich.console import Console
 
 from lego_core.cli import ProgressView, build_parser, main, summary_table, triton_table
+from lego_core.spec import ProblemError
 from lego_core.events import Progress, RunFinished, StageStarted
 
 REPO = Path(__file__).resolve().parents[2]
@@ -196,6 +197,29 @@ def test_an_output_folder_under_a_file_exits_1_naming_the_file(capsys, monkeypat
     rc = main(["optimize", str(REPO / SCORES_CHAIN), "--out", str(tmp_path / "afile" / "sub")])
     out = " ".join(capsys.readouterr().out.split())
     assert rc == 1 and f"{tmp_path / 'afile'} is a file, so no folder can be made under it" in out, out
+
+
+@pytest.mark.parametrize("raised", ["problem", "optimizer", "internal"])
+def test_square_brackets_in_a_message_reach_the_terminal_as_written(capsys, monkeypatch, tmp_path, raised):
+    """rich reads ``[m]`` or ``[bold]`` as markup: a fix line such as
+    ``a[m] = b[m]`` used to print as ``a = b``, and a folder named ``[x]`` lost its name."""
+    import lego_core.cli as cli
+    from lego_core.errors import OptimizeError
+
+    text = "write through a mask: a[m] = b[m] becomes a.copy_(torch.where(m, b, a)); [bold]x[/bold]"
+    error = {"problem": ProblemError(text, None, None), "optimizer": OptimizeError(text), "internal": RuntimeError(text)}[raised]
+
+    def fail(*_a, **_k):
+        raise error
+
+    monkeypatch.setenv("COLUMNS", "400")
+    monkeypatch.setattr(cli, "optimize", fail)
+    model = tmp_path / "[x]model.py"
+    model.write_text("import torch\n")
+    rc = main(["optimize", str(model), "--out", str(tmp_path / "[x]out")])
+    out = " ".join(capsys.readouterr().out.split())
+    assert rc in (1, 3)
+    assert "a[m] = b[m]" in out and "[bold]x[/bold]" in out, out
 
 
 def test_an_internal_error_names_its_telling_line_not_torchs_boilerplate():

@@ -130,6 +130,17 @@ def test_integer_outputs_must_equal_eagers_and_shapes_must_match():
     assert "shape" in judge_outputs((torch.arange(6), torch.ones(3, 2)), eager, truth, torch.float32).reason
 
 
+def test_a_failed_verdict_names_the_output_or_state_that_is_off():
+    eager, _, truth = outputs(torch.float32)
+    state, state64 = eager[0].clone(), truth[0].clone()
+    names = ["output 0", "state self.hidden"]
+    verdict = judge_outputs((eager.clone(), state * 1.01), (eager, state), (truth, state64), torch.float32, names=names)
+    assert not verdict.passed and verdict.reason.startswith("state self.hidden off: "), verdict.reason
+    verdict = judge_outputs((eager.clone(), state.long()), (eager, state), (truth, state64), torch.float32, names=names)
+    assert verdict.reason.startswith("state self.hidden: dtype"), verdict.reason
+    assert judge_outputs((eager.clone(), state.clone()), (eager, state), (truth, state64), torch.float32, names=names).passed
+
+
 @pytest.mark.parametrize("bad", [set(), {"c"}, {"a", "f"}, {"a", "b", "c", "d", "e", "f", "g"}])
 def test_bisection_finds_exactly_the_offending_items(bad):
     items = list("abcdefg")

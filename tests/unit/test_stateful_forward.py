@@ -305,6 +305,7 @@ def test_the_end_to_end_judge_checks_the_state_written_back(tmp_path):
                                                    '            if kind == "in place":\n                pass  # forgets the state'))
     verdict = e2e.check_end_to_end(out, problem, seed=5)
     assert not verdict["passed"] and "against fp64" in verdict["reason"], verdict
+    assert "state self.running_mean" in verdict["reason"] and "output 0" not in verdict["reason"], verdict["reason"]
 
 
 PYTHON_COUNTER = HEAD + '''
