@@ -407,6 +407,7 @@ def capture_graph(problem: Problem, channels_last: bool = False) -> Graph:
         raise _state_changes_error(target, f"{str(dtype).removeprefix('torch.')}{list(shape)}",
                                    ValueInfo(tuple(state.read(problem.model, target).shape), state.read(problem.model, target).dtype, ()).describe(), path)
     moved = state_checks.changed(outside_before, state_checks.outside_fingerprints(problem.model, problem.module))
+    moved += [f"{where} (a value stored while traced)" for where in state_checks.fake_tensor_holders(problem.model, problem.module)]
     if moved:  # torch.export wrote (fake) values into state outside the model's modules
         raise state_checks.outside_state_error(moved, path, during="while torch.export traced it")
     error = capture_errors.data_dependent_shape_error(ep.graph_module, path)

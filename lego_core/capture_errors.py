@@ -77,6 +77,13 @@ CLASSES = (
      "use PyTorch operations only in forward (no .numpy(), no Python-side math on tensor values); give a custom "
      "operator a fake implementation (torch.library.register_fake)."),
 )
+# torch.export names a tensor that no module attribute holds "lifted_tensor_N"
+LIFTED_WHAT = ("Model.forward writes in place into a tensor that is neither a buffer, a parameter nor an attribute of "
+               "the model's modules (torch.export calls it lifted_tensor): a tensor held by a closure, a class attribute, "
+               "a cache such as functools.lru_cache, or a module kept in a plain list or dict")
+LIFTED_FIX = ("register the tensor as a buffer of the module that writes it (self.register_buffer(name, tensor) in "
+              "__init__, written in place in forward), which LEGO carries; hold submodules in nn.ModuleList / "
+              "nn.ModuleDict, not in plain lists or dicts; or pass the state in and return it.")
 GENERIC_FIX = ("read torch.export's message above (a failure LEGO does not sort into a class). Common causes: Python control "
                "flow on tensor values, `.data` or `.item()` in forward, one tensor registered in two modules or a buffer that "
                "is a view of another, an operation torch.export cannot trace. Check that "
@@ -116,6 +123,9 @@ def explain(exc: BaseException, path: str | None, line: int | None) -> ProblemEr
     if entry is None:
         message = f"torch.export could not capture the model: {raw}"
         hint = GENERIC_FIX
+    elif kind == "mutated constant" and groups.get("name", "").startswith("lifted_tensor"):
+        message = f"torch.export could not capture the model: {kind}: {LIFTED_WHAT}. torch.export said: {raw}"
+        hint = LIFTED_FIX
     else:
         what = entry[3].format(name=groups.get("name", "?"))
         message = f"torch.export could not capture the model: {kind}: {what}. torch.export said: {raw}"
@@ -207,6 +217,18 @@ def data_dependent_shape_error(graph_module, path: str | None) -> ProblemError |
         line, text = _user_frame(node, path)
         op = str(node.target) if isinstance(node.target, torch._ops.OpOverload) else getattr(node.target, "__name__", str(node.target))
         source = f" (`{text}`)" if text else ""
+        if node.target is torch.ops.aten._local_scalar_dense.default:
+            error = ProblemError(
+                f"Model.forward turns a tensor into a Python number{source} (.item(), float(t), int(t)), whose value "
+                "torch.export cannot follow: the captured graph would need it as a constant",
+                path,
+                line,
+                hint="keep the value a tensor and compute with it (x * self.scale instead of x * self.scale.item()); "
+                "sizes and loop counts must come from shapes or constants.",
+            )
+            error.kind = "data-dependent control flow"
+            error.raw = f"{op} makes the unbacked value {', '.join(sorted(map(str, symbols)))}"
+            return error
         error = ProblemError(
             f"Model.forward computes a tensor whose size depends on tensor values: {op}{source} gives a size "
             "known only at run time (boolean indexing, torch.nonzero, masked_select or unique), and LEGO optimizes "

@@ -15,8 +15,10 @@ far from their cause; each is refused before the search, with what to change:
   such an alias.
 * :func:`outside_fingerprints` / :func:`outside_state_error`: state kept
   outside the model's modules, in a global of the model file (a dict, a
-  list, a tensor, a counter) or in a helper object held by a module
-  (``self.memory = Memory()``).  Eager changes it on every call; torch.export
+  list, a tensor, a counter), a class attribute (``Model.calls += 1``) or
+  a helper object held by a module (``self.memory = Memory()``);
+  :func:`fake_tensor_holders` finds, after capture, any place the trace
+  left a fake tensor in (a module kept in a plain dict).  Eager changes it on every call; torch.export
   bakes the value it finds into the plan, and while tracing it writes fake
   tensors into it.
 """
@@ -137,6 +139,67 @@ def outside_fingerprints(model: torch.nn.Module, namespace: types.ModuleType | N
                 continue
             if hasattr(value, "__dict__"):
                 found[f"self.{prefix}{name} (a {type(value).__name__} object, not a module)"] = _print(value)
+    for cls in _user_classes(model):
+        for name, value in _class_state(cls).items():
+            found[f"the class attribute {cls.__name__}.{name} ({type(value).__name__})"] = _print(value)
+    return found
+
+
+def _user_classes(model: torch.nn.Module) -> list[type]:
+    """The classes of ``model``'s own modules and their bases, not torch's."""
+    from lego_core.state import _user_modules
+
+    found = []
+    for _prefix, module in _user_modules(model):
+        for cls in type(module).__mro__:
+            if cls.__module__.split(".")[0] not in ("torch", "builtins") and cls not in found:
+                found.append(cls)
+    return found
+
+
+def _class_state(cls: type) -> dict:
+    """A class's own attributes that could hold state: not dunders, methods,
+    properties or nested classes."""
+    return {name: value for name, value in vars(cls).items()
+            if not name.startswith("__") and not isinstance(value, (*_NOT_STATE, staticmethod, classmethod, property))
+            and not callable(value)}
+
+
+def fake_tensor_holders(model: torch.nn.Module, namespace: types.ModuleType | None, limit: int = 4) -> list[str]:
+    """Where a fake tensor (``torch._subclasses.FakeTensor``, what torch.export
+    traces with) is held after capture: a forward that stored a value during
+    the trace somewhere torch.export does not restore (an unregistered
+    module in a plain dict, a class attribute, a helper object).  Searched
+    from the model's modules, its own classes and the model file's globals,
+    ``limit`` attribute or item steps deep; dotted descriptions."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    found, seen = [], set()
+    roots = [(f"self.{p}" if p else "self", m) for p, m in model.named_modules()]
+    roots += [(c.__name__, _class_state(c)) for c in _user_classes(model)]
+    if namespace is not None:
+        roots += [("the model file's globals", {k: v for k, v in vars(namespace).items()
+                                                if not k.startswith("__") and not isinstance(v, _NOT_STATE)})]
+    stack = [(where, value, 0) for where, value in roots]
+    while stack and len(found) < 8:
+        where, value, depth = stack.pop()
+        if isinstance(value, FakeTensor):
+            found.append(where)
+            continue
+        if id(value) in seen or depth > limit or isinstance(value, torch.Tensor):
+            continue
+        seen.add(id(value))
+        if isinstance(value, dict):
+            items = [(f"{where}[{k!r}]", v) for k, v in list(value.items())[:256]]
+        elif isinstance(value, (list, tuple, set, frozenset)):
+            items = [(f"{where}[{k}]", v) for k, v in enumerate(list(value)[:256])]
+        elif isinstance(value, torch.nn.Module) or (hasattr(value, "__dict__") and not isinstance(value, _NOT_STATE)):
+            own = {k: v for k, v in vars(value).items() if k not in ("_modules", "_parameters")}
+            own.update(own.pop("_buffers", None) or {})
+            items = [(f"{where}.{k}", v) for k, v in own.items()]
+        else:
+            continue
+        stack += [(w, v, depth + 1) for w, v in items]
     return found
 
 
@@ -149,13 +212,17 @@ def outside_state_error(names: list[str], path: str | None, during: str = "on ev
     """The refusal of a forward that changes the outside state ``names``
     (descriptions from :func:`outside_fingerprints`) ``during`` its calls."""
     listed = ", ".join(names[:3]) + (" and more" if len(names) > 3 else "")
-    found = re.match(r"the global (\w+)|self\.(?:[\w.]*\.)?(\w+)", names[0])
-    leaf = (found[1] or found[2]).lower() if found else "state"
+    found = re.match(r"the global (\w+)|the class attribute \w+\.(\w+)", names[0])
+    if found:
+        leaf = next(g for g in found.groups() if g).lower()
+    else:  # self.parts['a'].tot -> tot
+        leaf = (re.findall(r"[A-Za-z_]\w*", names[0].split(" ")[0])[-1:] or ["state"])[0]
+    unregistered = " A module kept in a plain dict or list is not part of the model: hold it in nn.ModuleDict or nn.ModuleList." if "[" in names[0] else ""
     return _refusal(
         f"Model.forward changes {listed} {during}: state kept outside the model's modules, which LEGO cannot carry "
         "(torch.export bakes the value it finds into the plan, so an optimized model would silently keep it)",
         path,
         f"keep the state in the model: a buffer created in __init__ (self.register_buffer({leaf!r}, torch.zeros(...))) "
         f"and written in place in forward (self.{leaf}.copy_(new)), or a plain tensor attribute of a module; or pass "
-        "the state in and return it.",
+        f"the state in and return it.{unregistered}",
     )

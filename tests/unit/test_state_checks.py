@@ -98,7 +98,43 @@ class Model(nn.Module):
         return y
 '''
 
+CLASS_COUNTER = HEAD + '''
+class Model(nn.Module):
+    counter = 0
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(width, width)
+
+    def forward(self, x):
+        Model.counter += 1
+        return self.fc(x) * Model.counter
+'''
+
+TYPE_SELF_COUNTER = CLASS_COUNTER.replace("Model.counter += 1", "type(self).counter += 1")
+
+CLASS_TENSOR = HEAD + '''
+class Model(nn.Module):
+    acc = torch.zeros(width)
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(width, width)
+
+    def forward(self, x):
+        y = self.fc(x)
+        Model.acc = Model.acc + y.mean(0)
+        return y + Model.acc
+'''
+
+CLASS_TENSOR_IN_PLACE = CLASS_TENSOR.replace("Model.acc = Model.acc + y.mean(0)", "self.acc.add_(y.mean(0))").replace(
+    "return y + Model.acc", "return y + self.acc")
+
 AT_LOAD = {
+    "class_counter": (CLASS_COUNTER, "the class attribute Model.counter (int)"),
+    "type_self_counter": (TYPE_SELF_COUNTER, "the class attribute Model.counter (int)"),
+    "class_tensor": (CLASS_TENSOR, "the class attribute Model.acc (Tensor)"),
+    "class_tensor_in_place": (CLASS_TENSOR_IN_PLACE, "the class attribute Model.acc (Tensor)"),
     "global_dict": (GLOBAL_DICT, "the global CACHE of the model file (dict)"),
     "global_counter": (GLOBAL_COUNTER, "the global calls of the model file (int)"),
     "global_tensor": (GLOBAL_TENSOR, "the global TOTAL of the model file (Tensor)"),
@@ -168,7 +204,29 @@ class Model(nn.Module):
         return y + self.store.sum(0)
 '''
 
+MODULE_IN_A_DICT = HEAD + '''
+class Accumulate(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.total = torch.zeros(width)
+
+    def forward(self, y):
+        self.total = self.total + y.mean(0)
+        return y + self.total
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(width, width)
+        self.parts = {"acc": Accumulate()}
+
+    def forward(self, x):
+        return self.parts["acc"](self.fc(x))
+'''
+
 AT_CAPTURE = {
+    "module_in_a_dict": (MODULE_IN_A_DICT, ["self.parts['acc'].total", "while torch.export traced it"], "nn.ModuleDict"),
     "data_assign": (DATA_ASSIGN, ["self.ema through .data"], "self.ema.copy_(new_value)"),
     "data_in_place": (DATA_IN_PLACE, ["self.ema through .data"], "self.ema.copy_(new_value)"),
     "tied": (TIED, ["self.a.count", "self.b.count", "registered under two names"], "register a copy"),
@@ -183,7 +241,7 @@ def test_writes_torch_export_cannot_capture_are_refused_by_name_before_it_runs(t
     with pytest.raises(ProblemError) as caught:
         capture_graph(problem)
     error = caught.value
-    assert error.kind == "stateful forward"
+    assert error.kind == "stateful forward", error
     for words in named:
         assert words in error.message, (words, error.message)
     assert fix in error.hint, error.hint
@@ -211,7 +269,10 @@ class Shared(nn.Module):
 
 class Model(nn.Module):
     """Globals, a helper object, a tied buffer and a view buffer, all read
-    only; a global memo filled once on the first call."""
+    only; a global memo filled once on the first call; class attributes read."""
+    factor = 2.0
+    offsets = torch.full((width,), 0.125)
+
     def __init__(self):
         super().__init__()
         self.fc = nn.Linear(width, width)
@@ -225,7 +286,7 @@ class Model(nn.Module):
         if "mask" not in MEMO:
             MEMO["mask"] = torch.ones(width)
         y = self.fc(x) * SCALE + SETTINGS["shift"] + self.table.offset
-        return self.b(self.a(y)) * MEMO["mask"] + self.row
+        return self.b(self.a(y)) * MEMO["mask"] * self.factor + self.row + Model.offsets
 '''
 
 
@@ -246,3 +307,56 @@ def test_a_model_reading_those_layouts_is_optimized_and_matches_eager(tmp_path):
         for call in range(3):
             x = torch.randn(2, 4)
             torch.testing.assert_close(new(x), model(x), atol=1e-5, rtol=1e-5, msg=f"call {call}")
+
+
+CLOSURE = HEAD + '''
+def make_accumulator():
+    total = torch.zeros(width)
+
+    def accumulate(y):
+        total.add_(y.mean(0))
+        return y + total
+    return accumulate
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(width, width)
+        self.accumulate = make_accumulator()
+
+    def forward(self, x):
+        return self.accumulate(self.fc(x))
+'''
+
+ITEM_SCALE = HEAD + '''
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(width, width)
+        self.register_buffer("scale", torch.tensor(2.0))
+
+    def forward(self, x):
+        return self.fc(x) * self.scale.item()
+'''
+
+
+def test_a_tensor_no_module_holds_written_in_place_is_named_for_what_it_is(tmp_path):
+    """torch.export calls it lifted_tensor_0; the message used to call that a
+    plain tensor attribute, and the fix said such attributes are carried."""
+    problem = load_problem(ProblemSpec(str(write_model(tmp_path, "closure", CLOSURE)), {}))
+    with pytest.raises(ProblemError) as caught:
+        capture_graph(problem)
+    error = caught.value
+    assert error.kind == "mutated constant"
+    assert "neither a buffer, a parameter nor an attribute" in error.message and "a closure" in error.message
+    assert "register the tensor as a buffer of the module that writes it" in error.hint and "nn.ModuleDict" in error.hint
+
+
+def test_item_used_as_a_number_is_named_as_such_not_as_a_size(tmp_path):
+    problem = load_problem(ProblemSpec(str(write_model(tmp_path, "item_scale", ITEM_SCALE)), {}))
+    with pytest.raises(ProblemError) as caught:
+        capture_graph(problem)
+    error = caught.value
+    assert error.kind == "data-dependent control flow" and "turns a tensor into a Python number" in error.message
+    assert "self.scale.item()" in error.message and "keep the value a tensor" in error.hint
