@@ -10,7 +10,10 @@ Usage: ``python -m lego_core.capture MODEL.py [k=v ...]`` prints the graph.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import io
+import logging
 import re
 import sys
 import traceback
@@ -440,20 +443,29 @@ def _export(model: torch.nn.Module, inputs: list, path: str | None) -> tuple[Exp
     warnings torch.export gave; raises ProblemError (``capture_errors.explain``)."""
     previous = torch.backends.mha.get_fastpath_enabled()
     torch.backends.mha.set_fastpath_enabled(False)
+    # a failed export prints its partial FX graph to stderr and symbolic_shapes logs one at WARNING ("Unable to
+    # find user code corresponding to {u0}"); the ProblemError below says what happened, the graph goes into its raw
+    shapes_log = logging.getLogger("torch.fx.experimental.symbolic_shapes")
+    shapes_level = shapes_log.level
+    shapes_log.setLevel(logging.ERROR)
+    printed = io.StringIO()
     try:
         seen: list = []
-        with warnings.catch_warnings(record=True) as seen:
+        with warnings.catch_warnings(record=True) as seen, contextlib.redirect_stderr(printed):
             warnings.simplefilter("always")
             ep = torch.export.export(model, tuple(inputs))
         ep = ep.run_decompositions(decomposition_table())
     except Exception as exc:  # noqa: BLE001 - torch.export raises many types: sorted into classes
         error = capture_errors.explain(exc, path, _user_line(exc, path))
+        if printed.getvalue().strip():
+            error.raw += f"\n\ntorch.export printed:\n{printed.getvalue()}"
         found = re.search(r"Constant (?P<name>[\w.]+) is mutated", str(exc))
         error.mutated_constant = found["name"] if found else None
         error.warnings = list(seen)
         raise error from None
     finally:
         torch.backends.mha.set_fastpath_enabled(previous)
+        shapes_log.setLevel(shapes_level)
     return ep, seen
 
 

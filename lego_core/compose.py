@@ -27,6 +27,7 @@ from pathlib import Path
 import torch
 import torch.fx as fx
 
+from lego_core.baked_globals import baked_globals, global_tensors
 from lego_core.capture import Graph, ValueInfo, dense_order, value_info
 from lego_core.subproblem import boundary, function_source, region_graph
 from lego_core.tree import OrNode
@@ -224,6 +225,12 @@ def model_source(graph: Graph, items: list[OrNode], problem, run_id: str, kernel
     parts.append(f"# the structure forward returns its tensors in (torch.utils._pytree; None: one tensor)\nOUTPUT_SPEC = {output_spec_text(graph)!r}\n")
     parts.append("# plain attributes of the model's modules when it was captured (module path, name, value): torch.export baked them in\n"
                  f"BAKED_ATTRIBUTES = {baked_attributes(problem.model)!r}\n")
+    parts.append("# plain values of the model file's globals that forward reads and of its classes' attributes (\"global\" or \"class\", class, name, value):\n"
+                 "# torch.export baked them in; a change runs the original forward (lego_core.baked_globals)\n"
+                 f"BAKED_GLOBALS = {baked_globals(problem.model, problem.module)!r}\n")
+    parts.append("# tensors held by those globals and class attributes (\"global\" or \"class\", class, name): the plan keeps their values;\n"
+                 "# reassigned or edited in place after the first call, the original forward runs\n"
+                 f"GLOBAL_TENSORS = {global_tensors(problem.model, problem.module)!r}\n")
     parts.append("# plain tensor attributes the plan reads as constants (module path, name, constant): a change runs the original forward\n"
                  f"CONSTANT_ATTRIBUTES = {constant_attributes(graph, problem.model)!r}\n")
     parts.append("# module state forward writes (dotted name, how eager writes it: \"in place\" or \"reassigned\", shape, dtype): read and written back at every call\n"
@@ -395,6 +402,9 @@ def _model_class(graph: Graph, user_inputs: list[fx.Node], is_tensor: list[bool]
         '    lego_channels_last = LAUNCH.get("channels_last", False)',
         f"    _lego_bound_dtypes = {tuple(str(value_info(n).dtype) if value_info(n) is not None else '' for n in bound)!r}  # what the plan was made for",
         "    _lego_baked = BAKED_ATTRIBUTES",
+        "    _lego_baked_globals = BAKED_GLOBALS",
+        "    _lego_global_tensors = GLOBAL_TENSORS",
+        "    _lego_reference = reference_model  # the model file's namespace, where those globals live",
         "    _lego_constant_attributes = CONSTANT_ATTRIBUTES",
         "    _lego_plan_device = PLAN_DEVICE",
         "    _lego_state = STATE",

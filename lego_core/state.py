@@ -423,7 +423,8 @@ def _in_place_example(name: str, before, after) -> str:
     """How forward would update the buffer ``name`` that replaces a Python
     value going from ``before`` to ``after`` (a bool flag, a float, a count)."""
     if isinstance(after, bool) or isinstance(before, bool):
-        return f"self.{name}.fill_({after!r})"
+        return (f"self.{name}.fill_({after!r}), or self.{name}.logical_not_() to toggle it, and choose with "
+                f"torch.where(self.{name}, a, b) where forward says `if self.{name}:`")
     if isinstance(after, float) or isinstance(before, float):
         return f"self.{name}.mul_(0.9), self.{name}.add_(x.mean()) or self.{name}.fill_(value)"
     return f"self.{name} += 1"

@@ -99,6 +99,7 @@ class BoundTensors(_Cache):
         self._constants_key = None
         self._constant_slots = ()
         self._constants_changed = ""
+        self._globals_slots = None
 
     def get(self, model, device) -> tuple:
         """The bound tensors for inputs on ``device``."""
@@ -180,6 +181,36 @@ class BoundTensors(_Cache):
         self._constant_slots, self._constants_changed, self._constants_key = tuple(slots), changed, GENERATION[0]
         return changed
 
+    def globals_fit(self, model) -> str:
+        """``""`` while the model file's globals and class attributes the plan
+        baked in (``model._lego_baked_globals``) keep their values and the
+        tensors they hold (``model._lego_global_tensors``) are the same
+        tensors, unedited since this check first ran (the first call); else
+        what changed, in words.  Per call: one dictionary read and compare
+        per value, an identity and version check per tensor."""
+        baked = getattr(model, "_lego_baked_globals", ())
+        tensors = getattr(model, "_lego_global_tensors", ())
+        if not baked and not tensors:
+            return ""
+        if self._globals_slots is None:
+            namespace = vars(model._lego_reference)
+
+            def slot(where, cls):
+                owner = namespace.get(cls) if where == "class" else None
+                return namespace if where == "global" else (vars(owner) if isinstance(owner, type) else {})
+
+            self._globals_slots = tuple((slot(w, c), n, v, _global_name(w, c, n)) for w, c, n, v in baked)
+            self._tensor_slots = tuple((d, n, now, _version_of(now), _global_name(w, c, n))
+                                       for w, c, n in tensors for d in (slot(w, c),) for now in (d.get(n, _MISSING),))
+        for d, n, value, said in self._globals_slots:
+            if not _same(d.get(n, _MISSING), value):
+                return said
+        for d, n, obj, version, said in self._tensor_slots:
+            now = d.get(n, _MISSING)
+            if now is not obj or _version_of(now) != version:
+                return said
+        return ""
+
     def invalidate(self) -> None:
         """Resolve again on the next call."""
         self._key = None
@@ -204,6 +235,10 @@ def _same(now, value) -> bool:
     if isinstance(now, list):
         now = tuple(now)
     return now is not _MISSING and type(now) is type(value) and now == value
+
+
+def _global_name(where, cls, name) -> str:
+    return f"the global {name} of the model file" if where == "global" else f"the class attribute {cls}.{name}"
 
 
 def _changed_attribute(model, baked) -> str:
@@ -343,6 +378,11 @@ def forward_mode(model, inputs) -> str:
                       "forward (optimize again for this state)", stacklevel=3)
         return "original"
     changed = model._lego_bound.attributes_fit(model)
+    if changed:
+        warnings.warn(f"LEGO: {changed} changed after the model was optimized and its old value is baked into the plan: "
+                      "running the original forward (optimize again with the new value)", stacklevel=3)
+        return "original"
+    changed = model._lego_bound.globals_fit(model)
     if changed:
         warnings.warn(f"LEGO: {changed} changed after the model was optimized and its old value is baked into the plan: "
                       "running the original forward (optimize again with the new value)", stacklevel=3)
