@@ -115,7 +115,7 @@ def as_buffers(model: torch.nn.Module, names: list[str]):
 
 def probe_writes(model: torch.nn.Module, inputs: list) -> dict[str, tuple[str, str]]:
     """What one eager forward of ``model`` on ``inputs`` writes, undone
-    afterwards (:func:`preserved`): ``{dotted name: (what, how)}`` with
+    afterwards (as :func:`preserved` undoes it): ``{dotted name: (what, how)}`` with
     ``what`` ``"buffer"`` or ``"attribute"`` (a plain tensor attribute) and
     ``how`` ``"reassigned"`` (another tensor stored), ``"in place"`` (its
     version counter moved) or ``"through .data"`` (its values or storage
@@ -131,21 +131,26 @@ def probe_writes(model: torch.nn.Module, inputs: list) -> dict[str, tuple[str, s
         for name, value in vars(module).items():
             if isinstance(value, torch.Tensor) and not isinstance(value, torch.nn.Parameter):
                 before[f"{prefix}.{name}" if prefix else name] = ("attribute", value, _version(value))
-    values = {t: (obj.data_ptr(), obj.detach().clone()) for t, (_w, obj, _v) in before.items()}
+    saved = _snapshot(model)  # the copies that undo the call also tell a write through .data
+    copies = {(id(module), name): (copy, obj.data_ptr()) for module, name, _kind, obj, copy, _v in saved}
     found = {}
-    with torch.no_grad(), preserved(model):
-        model(*inputs)
+    try:
+        with torch.no_grad():
+            model(*inputs)
         for target, (what, obj, version) in before.items():
             try:
                 now = read(model, target)
             except (AttributeError, KeyError):
                 continue
+            copy, pointer = copies[(id(_owner(model, target)[0]), target.rpartition(".")[2])]
             if now is not obj:
                 found[target] = (what, "reassigned")
             elif version is None or _version(now) != version:
                 found[target] = (what, "in place")
-            elif now.data_ptr() != values[target][0] or not _same_values(now, values[target][1]):
+            elif now.data_ptr() != pointer or not _same_values(now, copy):
                 found[target] = (what, "through .data")
+    finally:
+        _restore(saved)
     return found
 
 

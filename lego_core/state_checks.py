@@ -97,27 +97,17 @@ def alias_error(model: torch.nn.Module, written: list[str], path: str | None) ->
     return None
 
 
-def _print(value, depth: int = 0):
-    """A fingerprint of ``value`` that changes when a forward changes it: a
-    tensor's identity and version counter, a container's identity and what
-    it holds (two levels), an object's own attributes, anything else's
-    identity (a number or string changes identity with its value)."""
-    if isinstance(value, torch.Tensor):
-        try:
-            version = value._version
-        except RuntimeError:  # an inference-mode tensor keeps none
-            version = None
-        return ("tensor", id(value), version)
-    if depth >= 2:
-        return ("object", id(value))
-    if isinstance(value, dict):
-        return ("dict", id(value), len(value), tuple((repr(k), _print(v, depth + 1)) for k, v in list(value.items())[:64]))
-    if isinstance(value, (list, tuple, set, frozenset)):
-        items = sorted(value, key=repr) if isinstance(value, (set, frozenset)) else value
-        return (type(value).__name__, id(value), len(value), tuple(_print(v, depth + 1) for v in list(items)[:64]))
-    if hasattr(value, "__dict__") and not isinstance(value, _NOT_STATE):
-        return (type(value).__name__, id(value), tuple((k, _print(v, depth + 1)) for k, v in list(vars(value).items())[:64]))
-    return ("object", id(value))
+def _print(value):
+    """A fingerprint of ``value`` that changes when a forward changes it:
+    ``state._held`` (a tensor's identity and version counter, a container's
+    contents two levels deep, anything else's identity; a number or string
+    changes identity with its value), and for a helper object the same of
+    each of its own attributes."""
+    from lego_core.state import _held
+
+    if hasattr(value, "__dict__") and not isinstance(value, (torch.Tensor, *_NOT_STATE)):
+        return (type(value).__name__, id(value), tuple((k, _held(v, 1)) for k, v in list(vars(value).items())[:64]))
+    return _held(value)
 
 
 def outside_fingerprints(model: torch.nn.Module, namespace: types.ModuleType | None) -> dict[str, tuple]:

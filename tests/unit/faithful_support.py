@@ -19,6 +19,24 @@ from lego_core.search import load_module  # noqa: E402
 REPO = Path(__file__).resolve().parents[2]
 
 
+# the top of a small model file: imports, its two size constants and get_inputs / get_init_inputs
+MODEL_HEAD = '''
+import torch
+import torch.nn as nn
+
+batch_size = 2
+width = 4
+
+
+def get_inputs():
+    return [torch.randn(batch_size, width)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
 def write_model(folder: Path, name: str, source: str) -> Path:
     """Write ``source`` (dedented) to ``folder/name.py``; returns the path."""
     path = Path(folder) / f"{name}.py"

@@ -12,26 +12,12 @@ for a tensor registered in two modules, or a write silently dropped.
 import pytest
 import torch
 
-from faithful_support import fresh_pair, load_optimized, optimize_api, write_model
+from faithful_support import MODEL_HEAD, fresh_pair, load_optimized, optimize_api, write_model
 from lego_core.capture import capture_graph
 from lego_core.problem import ProblemSpec, load_problem
 from lego_core.spec import ProblemError
 
-HEAD = '''
-import torch
-import torch.nn as nn
-
-batch_size = 2
-width = 4
-
-
-def get_inputs():
-    return [torch.randn(batch_size, width)]
-
-
-def get_init_inputs():
-    return []
-'''
+HEAD = MODEL_HEAD
 
 GLOBAL_DICT = HEAD + '''
 CACHE = {}
@@ -129,6 +115,14 @@ class Model(nn.Module):
 
 CLASS_TENSOR_IN_PLACE = CLASS_TENSOR.replace("Model.acc = Model.acc + y.mean(0)", "self.acc.add_(y.mean(0))").replace(
     "return y + Model.acc", "return y + self.acc")
+
+def capture_refusal(tmp_path, name: str, source: str) -> ProblemError:
+    """The ProblemError capture_graph raises for the model ``source`` (which loads)."""
+    problem = load_problem(ProblemSpec(str(write_model(tmp_path, name, source)), {}))
+    with pytest.raises(ProblemError) as caught:
+        capture_graph(problem)
+    return caught.value
+
 
 AT_LOAD = {
     "class_counter": (CLASS_COUNTER, "the class attribute Model.counter (int)"),
@@ -237,10 +231,7 @@ AT_CAPTURE = {
 @pytest.mark.parametrize("case", sorted(AT_CAPTURE))
 def test_writes_torch_export_cannot_capture_are_refused_by_name_before_it_runs(tmp_path, case):
     source, named, fix = AT_CAPTURE[case]
-    problem = load_problem(ProblemSpec(str(write_model(tmp_path, case, source)), {}))
-    with pytest.raises(ProblemError) as caught:
-        capture_graph(problem)
-    error = caught.value
+    error = capture_refusal(tmp_path, case, source)
     assert error.kind == "stateful forward", error
     for words in named:
         assert words in error.message, (words, error.message)
@@ -344,19 +335,13 @@ class Model(nn.Module):
 def test_a_tensor_no_module_holds_written_in_place_is_named_for_what_it_is(tmp_path):
     """torch.export calls it lifted_tensor_0; the message used to call that a
     plain tensor attribute, and the fix said such attributes are carried."""
-    problem = load_problem(ProblemSpec(str(write_model(tmp_path, "closure", CLOSURE)), {}))
-    with pytest.raises(ProblemError) as caught:
-        capture_graph(problem)
-    error = caught.value
+    error = capture_refusal(tmp_path, "closure", CLOSURE)
     assert error.kind == "mutated constant"
     assert "neither a buffer, a parameter nor an attribute" in error.message and "a closure" in error.message
     assert "register the tensor as a buffer of the module that writes it" in error.hint and "nn.ModuleDict" in error.hint
 
 
 def test_item_used_as_a_number_is_named_as_such_not_as_a_size(tmp_path):
-    problem = load_problem(ProblemSpec(str(write_model(tmp_path, "item_scale", ITEM_SCALE)), {}))
-    with pytest.raises(ProblemError) as caught:
-        capture_graph(problem)
-    error = caught.value
+    error = capture_refusal(tmp_path, "item_scale", ITEM_SCALE)
     assert error.kind == "data-dependent control flow" and "turns a tensor into a Python number" in error.message
     assert "self.scale.item()" in error.message and "keep the value a tensor" in error.hint

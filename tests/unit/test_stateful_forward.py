@@ -14,28 +14,14 @@ still refused with their named message.
 import pytest
 import torch
 
-from faithful_support import fresh_pair, load_optimized, optimize_api, write_model
+from faithful_support import MODEL_HEAD, fresh_pair, load_optimized, optimize_api, write_model
 from lego_core.capture import capture_graph
 from lego_core.problem import ProblemSpec, load_problem
 from lego_core.spec import ProblemError
 
 pytestmark = pytest.mark.slow
 
-HEAD = '''
-import torch
-import torch.nn as nn
-
-batch_size = 2
-width = 4
-
-
-def get_inputs():
-    return [torch.randn(batch_size, width)]
-
-
-def get_init_inputs():
-    return []
-'''
+HEAD = MODEL_HEAD
 
 RNN_ATTRIBUTE = HEAD + '''
 class Model(nn.Module):
