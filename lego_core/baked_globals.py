@@ -2,7 +2,7 @@
 
 torch.export reads a forward's Python values once, at capture, and bakes
 them into the graph: a global setting (``ALPHA = 0.5``, ``CFG = {"eps":
-1e-5}``), a class attribute (``Model.factor = 2.0``), the values of a global
+1e-5}``, a config dataclass's ``CFG.eps``), a class attribute (``Model.factor = 2.0``), the values of a global
 or class-level tensor (saved in constants.pt).  Change one after optimizing
 and eager follows it while the plan would silently keep the old value.
 ``optimized_model.py`` lists them (``BAKED_GLOBALS``, ``GLOBAL_TENSORS``) and
@@ -21,7 +21,7 @@ import types
 
 import torch
 
-from lego_core.state_checks import _class_state, _user_classes
+from lego_core.state_checks import _class_state, _helper_object, _user_classes
 
 
 def _plain(value) -> bool:
@@ -68,9 +68,11 @@ def read_names(model: torch.nn.Module, namespace: types.ModuleType) -> set[str]:
 
 
 def baked_globals(model: torch.nn.Module, namespace: types.ModuleType | None) -> tuple:
-    """``(("global", "", name, value) | ("class", class name, name, value), ...)``:
-    the plain values (numbers, strings, None, short tuples, small dicts of
-    them) the plan may have baked in, as they are now.  NaN is left out (it
+    """``(("global", "", name, value) | ("object", global name, field, value) |
+    ("class", class name, name, value), ...)``: the plain values (numbers,
+    strings, None, short tuples, small dicts of them) the plan may have baked
+    in, as they are now; ``"object"``: a field of a global object of a class
+    the model file defines (a config dataclass, ``CFG.eps``).  NaN is left out (it
     equals nothing, not even itself)."""
     if namespace is None:
         return ()
@@ -78,8 +80,13 @@ def baked_globals(model: torch.nn.Module, namespace: types.ModuleType | None) ->
     read = read_names(model, namespace)
     for name in sorted(read):
         value = vars(namespace).get(name)
-        if name in vars(namespace) and _plain(value) and value == value and not isinstance(value, types.ModuleType):
+        if name not in vars(namespace):
+            continue
+        if _plain(value) and value == value and not isinstance(value, types.ModuleType):
             found.append(("global", "", name, tuple(value) if isinstance(value, list) else value))
+        elif _helper_object(value, namespace.__name__):  # a config object of the model file: its plain fields
+            found += [("object", name, field, tuple(v) if isinstance(v, list) else v)
+                      for field, v in vars(value).items() if _plain(v) and v == v]
     for cls in _top_level_classes(model, namespace):
         for name, value in _class_state(cls).items():
             if _plain(value) and value == value:

@@ -97,15 +97,24 @@ def alias_error(model: torch.nn.Module, written: list[str], path: str | None) ->
     return None
 
 
-def _print(value):
+def _helper_object(value, home: str | None) -> bool:
+    """Whether ``value`` is an object of a class the model file ``home``
+    (its module name) defines: a helper that may keep state in its
+    attributes.  Objects of other libraries (a ``logging.Logger``, which
+    fills a level cache as it is used) are compared by identity only."""
+    return (home is not None and type(value).__module__ == home and hasattr(value, "__dict__")
+            and not isinstance(value, (torch.Tensor, *_NOT_STATE)))
+
+
+def _print(value, home: str | None):
     """A fingerprint of ``value`` that changes when a forward changes it:
     ``state._held`` (a tensor's identity and version counter, a container's
     contents two levels deep, anything else's identity; a number or string
-    changes identity with its value), and for a helper object the same of
-    each of its own attributes."""
+    changes identity with its value), and for a helper object of the model
+    file (:func:`_helper_object`) the same of each of its own attributes."""
     from lego_core.state import _held
 
-    if hasattr(value, "__dict__") and not isinstance(value, (torch.Tensor, *_NOT_STATE)):
+    if _helper_object(value, home):
         return (type(value).__name__, id(value), tuple((k, _held(v, 1)) for k, v in list(vars(value).items())[:64]))
     return _held(value)
 
@@ -113,25 +122,24 @@ def _print(value):
 def outside_fingerprints(model: torch.nn.Module, namespace: types.ModuleType | None) -> dict[str, tuple]:
     """``{description: fingerprint}`` of the state a forward could keep
     outside the model's modules: the globals of the model file
-    ``namespace`` (not its imports, classes, functions or modules) and the
-    helper objects (neither tensors, modules, containers nor plain values)
-    that the model's own modules hold as attributes."""
+    ``namespace`` (not its imports, classes, functions or modules), the
+    attributes of the model's own classes, and the helper objects
+    (:func:`_helper_object`) that the model's own modules hold."""
     from lego_core.compose import _MODULE_INTERNALS
     from lego_core.state import _user_modules
 
+    home = namespace.__name__ if namespace is not None else None
     found = {}
     for name, value in (vars(namespace).items() if namespace is not None else ()):
         if not name.startswith("__") and not isinstance(value, _NOT_STATE):
-            found[f"the global {name} of the model file ({type(value).__name__})"] = _print(value)
+            found[f"the global {name} of the model file ({type(value).__name__})"] = _print(value, home)
     for prefix, module in _user_modules(model):
         for name, value in vars(module).items():
-            if name in _MODULE_INTERNALS or name.startswith("_lego") or isinstance(value, (torch.Tensor, *_NOT_STATE)):
-                continue
-            if hasattr(value, "__dict__"):
-                found[f"self.{prefix}{name} (a {type(value).__name__} object, not a module)"] = _print(value)
+            if name not in _MODULE_INTERNALS and not name.startswith("_lego") and _helper_object(value, home):
+                found[f"self.{prefix}{name} (a {type(value).__name__} object, not a module)"] = _print(value, home)
     for cls in _user_classes(model):
         for name, value in _class_state(cls).items():
-            found[f"the class attribute {cls.__name__}.{name} ({type(value).__name__})"] = _print(value)
+            found[f"the class attribute {cls.__name__}.{name} ({type(value).__name__})"] = _print(value, home)
     return found
 
 

@@ -199,10 +199,15 @@ class BoundTensors(_Cache):
                 owner = namespace.get(cls) if where == "class" else None
                 return namespace if where == "global" else (vars(owner) if isinstance(owner, type) else {})
 
-            self._globals_slots = tuple((slot(w, c), n, v, _global_name(w, c, n)) for w, c, n, v in baked)
+            # an "object" field's dictionary is found at each call (None here), the global named in the last item
+            self._globals_slots = tuple((None, n, v, (_global_name(w, c, n), c)) if w == "object" else
+                                        (slot(w, c), n, v, _global_name(w, c, n)) for w, c, n, v in baked)
             self._tensor_slots = tuple((d, n, now, _version_of(now), _global_name(w, c, n))
                                        for w, c, n in tensors for d in (slot(w, c),) for now in (d.get(n, _MISSING),))
         for d, n, value, said in self._globals_slots:
+            if d is None:  # a field of a global object: looked up again, the global may hold another object now
+                d = getattr(vars(model._lego_reference).get(said[1]), "__dict__", {})
+                said = said[0]
             if not _same(d.get(n, _MISSING), value):
                 return said
         for d, n, obj, version, said in self._tensor_slots:
@@ -238,6 +243,8 @@ def _same(now, value) -> bool:
 
 
 def _global_name(where, cls, name) -> str:
+    if where == "object":
+        return f"the field {cls}.{name} of a global of the model file"
     return f"the global {name} of the model file" if where == "global" else f"the class attribute {cls}.{name}"
 
 

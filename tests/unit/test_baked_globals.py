@@ -18,9 +18,19 @@ from lego_core.problem import ProblemSpec, load_problem
 pytestmark = pytest.mark.slow
 
 SOURCE = '''
+import dataclasses
+
 import torch
 import torch.nn as nn
 
+
+@dataclasses.dataclass
+class Settings:
+    eps: float = 1e-5
+    act: str = "gelu"
+
+
+SETTINGS = Settings()
 batch_size = 2
 width = 8
 ALPHA = 0.5
@@ -43,7 +53,9 @@ class Model(nn.Module):
         self.fc = nn.Linear(width, width)
 
     def forward(self, x):
-        return shifted(self.fc(x) * ALPHA * SCALE) * self.factor + Model.offsets
+        y = shifted(self.fc(x) * ALPHA * SCALE) * self.factor + Model.offsets
+        y = torch.nn.functional.gelu(y) if SETTINGS.act == "gelu" else torch.relu(y)
+        return y / (y.pow(2).mean(-1, keepdim=True) + SETTINGS.eps).sqrt()
 
 
 def get_inputs():
@@ -60,6 +72,8 @@ EDITS = {
     "CFG branch": (lambda ref: ref.CFG.__setitem__("act", "none"), "the global CFG of the model file"),
     "SCALE in place": (lambda ref: ref.SCALE.mul_(3.0), "the global SCALE of the model file"),
     "SCALE rebound": (lambda ref: setattr(ref, "SCALE", torch.ones(8)), "the global SCALE of the model file"),
+    "dataclass field": (lambda ref: setattr(ref.SETTINGS, "eps", 10.0), "the field SETTINGS.eps of a global"),
+    "dataclass branch": (lambda ref: setattr(ref.SETTINGS, "act", "relu"), "the field SETTINGS.act of a global"),
     "class value": (lambda ref: setattr(ref.Model, "factor", 7.0), "the class attribute Model.factor"),
     "class tensor": (lambda ref: ref.Model.offsets.add_(1.0), "the class attribute Model.offsets"),
 }
@@ -79,6 +93,7 @@ def test_only_what_forward_can_read_is_listed(tmp_path):
     assert {"ALPHA", "CFG", "SCALE", "shifted"} <= names and not {"UNUSED", "batch_size"} & names
     baked = baked_globals(problem.model, problem.module)
     assert ("global", "", "ALPHA", 0.5) in baked and ("global", "", "CFG", {"shift": 0.25, "act": "relu"}) in baked
+    assert ("object", "SETTINGS", "eps", 1e-5) in baked and ("object", "SETTINGS", "act", "gelu") in baked
     assert ("class", "Model", "factor", 2.0) in baked and not any(n in ("UNUSED", "batch_size", "width") for _w, _c, n, _v in baked)
     assert set(global_tensors(problem.model, problem.module)) == {("global", "", "SCALE"), ("class", "Model", "offsets")}
 
