@@ -11,9 +11,11 @@ changed one runs the original forward, with a warning naming it, as a
 changed plain attribute of a module does (``compose.baked_attributes``).
 
 Only names the forward's code can read are listed: the globals named in the
-code of the model's own classes (every method but ``__init__``, whose reads
-only shape the model as built) and of the model file's functions they call,
-transitively; a size constant that only ``get_inputs`` reads is not.
+code of the model file's own classes (every method but ``__init__``, whose
+reads only shape the model as built; a library's classes read their own
+module's globals) and of the model file's functions they call,
+transitively; a size constant that only ``get_inputs`` reads is not.  The
+module's identity (``__name__``, ``__file__``...) is never listed.
 """
 from __future__ import annotations
 
@@ -49,6 +51,8 @@ def read_names(model: torch.nn.Module, namespace: types.ModuleType) -> set[str]:
     names: set[str] = set()
     pending = []
     for cls in _user_classes(model):
+        if cls.__module__ != namespace.__name__:
+            continue  # a library's class (transformers' GPT2Block) reads its own module's globals, never the model file's
         for name, value in vars(cls).items():
             function = value.__func__ if isinstance(value, (staticmethod, classmethod)) else getattr(value, "fget", value)
             if name != "__init__" and callable(function):
@@ -67,6 +71,15 @@ def read_names(model: torch.nn.Module, namespace: types.ModuleType) -> set[str]:
     return names
 
 
+def _identity(name: str) -> bool:
+    """Whether a global is the module's identity or Python's bookkeeping
+    (``__name__``, ``__file__``, ``__spec__``, ``__builtins__``...), never a
+    setting: ModelNew imports the model file under another module name and
+    path than LEGO did, so such a value always differs, and guarding it made
+    every call fall back to the original forward."""
+    return name.startswith("__") and name.endswith("__")
+
+
 def baked_globals(model: torch.nn.Module, namespace: types.ModuleType | None) -> tuple:
     """``(("global", "", name, value) | ("object", global name, field, value) |
     ("class", class name, name, value), ...)``: the plain values (numbers,
@@ -80,7 +93,7 @@ def baked_globals(model: torch.nn.Module, namespace: types.ModuleType | None) ->
     read = read_names(model, namespace)
     for name in sorted(read):
         value = vars(namespace).get(name)
-        if name not in vars(namespace):
+        if name not in vars(namespace) or _identity(name):
             continue
         if _plain(value) and value == value and not isinstance(value, types.ModuleType):
             found.append(("global", "", name, tuple(value) if isinstance(value, list) else value))
@@ -101,7 +114,7 @@ def global_tensors(model: torch.nn.Module, namespace: types.ModuleType | None) -
     if namespace is None:
         return ()
     read = read_names(model, namespace)
-    found = [("global", "", n) for n in sorted(read) if isinstance(vars(namespace).get(n), torch.Tensor)]
+    found = [("global", "", n) for n in sorted(read) if not _identity(n) and isinstance(vars(namespace).get(n), torch.Tensor)]
     for cls in _top_level_classes(model, namespace):
         found += [("class", cls.__name__, n) for n, v in _class_state(cls).items() if isinstance(v, torch.Tensor)]
     return tuple(found)

@@ -153,12 +153,12 @@ def load_model_new(out_dir: str | Path, problem) -> torch.nn.Module:
     the problem's device and dtype, with the original model's weights loaded
     (``strict=True``).  FileNotFoundError when the folder has no
     optimized_model.py."""
-    from lego_core.search import load_module
+    from lego_core.shipped import import_optimized_model
 
     path = Path(out_dir) / "optimized_model.py"
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no optimized_model.py (the search did not finish)")
-    module = load_module(path, f"lego_bench_{uuid.uuid4().hex[:8]}")
+    module = import_optimized_model(Path(out_dir), f"lego_bench_{uuid.uuid4().hex[:8]}")
     torch.manual_seed(0)
     new = module.ModelNew(*problem.init_inputs).eval().to(device=problem.spec.device, dtype=problem.spec.torch_dtype)
     new.load_state_dict(problem.model.state_dict(), strict=True)

@@ -3,9 +3,9 @@
 Writes, under ``out_dir``:
 
 - ``reference_model.py``: the user's file, unchanged;
-- ``lego_overrides.py``: with overrides only, ``lego_core/overrides.py``, by
-  which ``optimized_model.py`` runs ``reference_model.py`` with them in force
-  (so constants built from an overridden one follow it);
+- ``lego_overrides.py``: ``lego_core/overrides.py``, by which
+  ``optimized_model.py`` imports ``reference_model.py`` (with the overrides
+  in force, so constants built from an overridden one follow them);
 - ``kernels/<name>.py``: one readable Triton file per generated kernel;
 - ``tests/test_<name>.py``: each kernel's sub-problem test (its reference
   source and random inputs by spec), runnable with pytest;
@@ -143,8 +143,7 @@ def write_output(out_dir: Path, graph: Graph, items: list[OrNode], problem, run_
     out_dir.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(problem.spec.path, out_dir / "reference_model.py")
     shutil.copyfile(RUNTIME, out_dir / "lego_runtime.py")
-    if problem.spec.overrides:
-        shutil.copyfile(OVERRIDES_SOURCE, out_dir / "lego_overrides.py")
+    shutil.copyfile(OVERRIDES_SOURCE, out_dir / "lego_overrides.py")  # how optimized_model.py imports the model file
     kernels_dir = out_dir / "kernels"
     if kernels_dir.exists():
         shutil.rmtree(kernels_dir)
@@ -294,17 +293,20 @@ def constant_attributes(graph: Graph, model: torch.nn.Module) -> tuple:
 
 
 def _reference_lines(overrides: dict, run_id: str) -> str:
-    """How ``optimized_model.py`` imports ``reference_model.py``: plainly, or,
-    with overrides, through ``lego_overrides.load`` (``lego_core.overrides``,
-    shipped as ``lego_overrides.py``), which runs the file with each override
-    in force from the constant's own assignment on, as ``lego_core.problem``
-    loaded it, so that constants built from an overridden one follow it."""
-    if not overrides:
-        return f'reference_model = _load("lego_reference_{run_id}", "reference_model.py")'
+    """How ``optimized_model.py`` imports ``reference_model.py``: through
+    ``lego_overrides.load_reference`` (``lego_core/overrides.py``, shipped as
+    ``lego_overrides.py``), which runs the file with each override in force
+    from the constant's own assignment on, as ``lego_core.problem`` loaded
+    it (so constants built from an overridden one follow it), and reuses the
+    module when this process already imported it so.  ``REFERENCE_MODULE``
+    and ``OVERRIDES`` are plain literals: LEGO's judge reads them
+    (``lego_core.shipped.reference_import``) to import the user's file before
+    it judges the generated ones."""
     return (
         f'lego_overrides = _load("lego_overrides_{run_id}", "lego_overrides.py")\n'
+        f"REFERENCE_MODULE = {f'lego_reference_{run_id}'!r}\n"
         f"OVERRIDES = {dict(overrides)!r}  # --set when optimizing; what is built from them follows\n"
-        f'reference_model = lego_overrides.load("lego_reference_{run_id}", _HERE / "reference_model.py", OVERRIDES)'
+        "reference_model = lego_overrides.load_reference(_HERE, REFERENCE_MODULE, OVERRIDES)"
     )
 
 
@@ -428,6 +430,7 @@ def _model_class(graph: Graph, user_inputs: list[fx.Node], is_tensor: list[bool]
         "        if kwargs or len(inputs) != len(INPUTS):  # keyword inputs and defaults, as Model.forward takes them",
         "            inputs, kwargs = lego_runtime.positional(Model.forward, self, inputs, kwargs, len(INPUTS))",
         "            if kwargs:  # a **kwargs the plan never saw: the user's own forward",
+        "                lego_runtime.note_forward(self, \"original\", f\"keyword arguments {sorted(kwargs)} the plan was not optimized with\")",
         "                return super().forward(*inputs, **kwargs)",
         "        mode = lego_runtime.forward_mode(self, inputs)",
         '        if mode == "plan":',

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -30,14 +29,19 @@ import torch
 
 from lego_core.e2e_judge import float64_copy, judge_outputs, to_float64
 from lego_core.errors import OptimizeError
-from lego_core.search import load_module
+from lego_core.shipped import import_optimized_model
 from lego_core.state import preserved, with_state
 from lego_core.verify import compare
 
 
 def load_composed(out_dir: Path, problem) -> torch.nn.Module:
-    """``ModelNew`` from ``out_dir`` with the original model's weights, on the problem's device and dtype."""
-    module = load_module(Path(out_dir) / "optimized_model.py", f"lego_optimized_{uuid.uuid4().hex[:8]}")
+    """``ModelNew`` from ``out_dir`` with the original model's weights, on the
+    problem's device and dtype, built as a user builds it: ``optimized_model``
+    imported as a user imports it (``lego_core.shipped``: the model file
+    first, then the generated files under the import guard),
+    ``ModelNew(*get_init_inputs())`` under ``torch.manual_seed(0)``, moved,
+    eval, the weights loaded."""
+    module = import_optimized_model(Path(out_dir))
     torch.manual_seed(0)
     new = module.ModelNew(*module.get_init_inputs())
     new = new.to(device=problem.spec.device, dtype=problem.spec.torch_dtype).eval()
@@ -115,8 +119,9 @@ def check_end_to_end(out_dir: Path, problem, seed: int, fp64_device: str | None 
     from lego_core.judge.composed import composed_forward
 
     ref = reference if reference is not None and reference.seed == seed else reference_run(problem, seed, fp64_device)
-    actual, _ = composed_forward(out_dir, problem, ref.inputs, meter=meter)
-    result = dict(seed=seed, **_versus_eager(actual, ref.eager))
+    answer = composed_forward(out_dir, problem, ref.inputs, meter=meter)
+    actual = answer.output
+    result = dict(seed=seed, forward=answer.forward, **_versus_eager(actual, ref.eager))
     if ref.truth is not None:
         verdict = judge_outputs(actual, ref.eager, ref.truth, problem.spec.torch_dtype, ref.compiled, names=_leaf_names(problem, ref.eager))
         result.update(verdict.to_dict())
@@ -130,7 +135,23 @@ def check_end_to_end(out_dir: Path, problem, seed: int, fp64_device: str | None 
     layout = layout_mismatch(user_actual, user_eager)
     if layout:
         result.update(passed=False, reason=layout, output_strides={"optimized": list(user_actual.stride()), "eager": list(user_eager.stride())})
+    fell_back = fallback_problem(answer.forward)
+    if fell_back:  # the numbers above are eager's own: the plan was never the thing tested
+        result.update(passed=False, reason=fell_back, fell_back=True)
     return result
+
+
+def fallback_problem(forward: dict) -> str:
+    """Why a composed call whose ``forward`` (``judge.composed.ComposedForward.forward``)
+    is not acceptable as a test of the plan, or ``""``: ``LAUNCH`` asked for
+    the plan and the call ran the user's original forward instead (a value
+    the plan baked in that differs as a user loads the model, a dtype the
+    plan was not made for...); its output is eager's, so judging it would
+    pass a plan that never ran."""
+    if forward.get("requested") == "plan" and forward.get("ran") != "plan":
+        return ("ModelNew ran the original forward instead of LEGO's plan when built and called as a user does "
+                f"(optimized_model.py imported from its folder): {forward.get('why') or 'no reason given'}")
+    return ""
 
 
 def _leaf_names(problem, eager) -> list[str] | None:
@@ -224,7 +245,13 @@ def time_models_here(out_dir: Path, problem, config) -> dict:
     from lego_core.benchmark import compile_candidates, side_by_side
 
     input_sets = [problem.make_inputs(seed) for seed in config.verify_seeds]
-    candidates = [("eager", lambda: problem.model), ("optimized", lambda: load_composed(out_dir, problem))]
+    built: list = []
+
+    def optimized():
+        built.append(load_composed(out_dir, problem))
+        return built[-1]
+
+    candidates = [("eager", lambda: problem.model), ("optimized", optimized)]
     if config.compare_compile:
         candidates += [("compile", build) for _, build in compile_candidates(problem.model, ("default",))]
     result: dict = {"measured": True}
@@ -234,6 +261,11 @@ def time_models_here(out_dir: Path, problem, config) -> dict:
             result[f"{measured.name}_error"] = measured.error
     if result.get("eager_ms") is None or result.get("optimized_ms") is None:
         raise OptimizeError(f"timing the composed model failed: {result.get('eager_error') or result.get('optimized_error')}")
+    new = built[-1]
+    fell_back = fallback_problem({"requested": new.lego_forward, "ran": new.__dict__.get("lego_last_forward"),
+                                  "why": new.__dict__.get("lego_fallback")})
+    if fell_back:  # the time measured is the original forward's: no speedup is claimed for it
+        raise OptimizeError(f"timing the composed model: {fell_back}")
     result["speedup_vs_eager"] = result["eager_ms"] / result["optimized_ms"]
     if result.get("compile_ms"):
         result["speedup_vs_compile"] = result["compile_ms"] / result["optimized_ms"]

@@ -83,9 +83,14 @@ def deliver(items: list, compose: Callable[[list], list], judge: Callable[[], di
     checks what was written) and replaced by the library; the result is
     composed and checked again, and if it fails, the library plan is.
     Raises OptimizeError when the library plan fails too (the captured
-    graph does not reproduce eager: not a kernel's fault)."""
+    graph does not reproduce eager: not a kernel's fault), and at once when
+    ``first`` says ModelNew ran the original forward instead of the plan
+    (``fell_back``: no kernel is at fault, and no plan would run)."""
     if first["passed"]:
         return Delivered(items, kernel_files, first)
+    if first.get("fell_back"):  # ModelNew does not run its plan at all: dropping kernels changes nothing
+        raise OptimizeError(f"nothing delivered: {first['reason']}; no speedup is reported for a plan that does not run "
+                            "(please report it with the model file)")
     triton = [leaf.id for leaf in items if leaf.chosen.implementation == "triton"]
     checks: dict[frozenset, dict] = {frozenset(triton): first}
 

@@ -167,6 +167,10 @@ def _check_variant(new, problem, input_sets, forward, nhwc, graph, direct: dict,
 def _check_variant_here(new, problem, input_sets, forward, nhwc, graph, direct: dict, errors: dict, name: str) -> bool:
     """The body of :func:`_check_variant` (which catches its errors)."""
     out = new(*input_sets[0])
+    fell_back = _fell_back(new)
+    if fell_back:  # its time would be the original forward's, claimed as the plan's
+        errors[name] = fell_back
+        return False
     if graph and new._lego_graph.failure:
         errors[name] = f"cannot be captured: {new._lego_graph.failure}"
         return False
@@ -181,6 +185,16 @@ def _check_variant_here(new, problem, input_sets, forward, nhwc, graph, direct: 
     else:
         direct[name] = out.clone()
     return True
+
+
+def _fell_back(new) -> str:
+    """Why ``new``'s last call is not a measurement of the variant it was set
+    to: a plan variant whose call ran the original forward
+    (``lego_runtime.note_forward``), else ``""``."""
+    from lego_core.e2e import fallback_problem
+
+    return fallback_problem({"requested": new.lego_forward, "ran": new.__dict__.get("lego_last_forward"),
+                             "why": new.__dict__.get("lego_fallback")})
 
 
 def _interleaved_medians(new, input_sets, variants, errors: dict) -> dict[str, float]:
@@ -201,6 +215,10 @@ def _interleaved_medians(new, input_sets, variants, errors: dict) -> dict[str, f
             _use_variant(new, forward, nhwc, graph)
             try:
                 result = time_gpu(lambda xs: new(*xs), input_sets, DEFAULT_WARMUP_MS / TIMING_ROUNDS, per_round, sync_each=True)
+                fell_back = _fell_back(new)
+                if fell_back:
+                    errors[name] = fell_back
+                    continue
                 samples[name].extend(result.samples_ms)
             except Exception as exc:  # noqa: BLE001 - ruled out, not fatal
                 errors[name] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300]

@@ -24,6 +24,7 @@ uses it to load a problem, and the same file is shipped next to
 from __future__ import annotations
 
 import ast
+import os
 import sys
 import types
 
@@ -131,6 +132,32 @@ def exec_with_overrides(module: types.ModuleType, source: str, path: str, overri
                 seen[name][1],
             )
     return seen
+
+
+# set on a module :func:`load_reference` imported: (the file's real path, the overrides)
+LOADED_FROM = "__lego_loaded_from__"
+REFERENCE_FILE = "reference_model.py"
+
+
+def load_reference(folder, name: str, overrides: dict) -> types.ModuleType:
+    """The model file ``folder/reference_model.py`` as module ``name`` with
+    ``overrides`` in force (:func:`load`): how ``optimized_model.py`` imports
+    the user's model file.
+
+    When ``sys.modules[name]`` already holds that file imported with the same
+    overrides (an earlier import of ``optimized_model.py``, or LEGO's judge,
+    which imports the user's file first and then judges only what LEGO
+    generated: ``lego_core.shipped``), that module is returned and the file
+    is not run again, so one process has one ``Model`` class and the file's
+    import-time effects (torch flags, a library's start-up) happen once.
+    Raises OverrideError, or what the file raises."""
+    path = os.path.join(os.path.realpath(os.fspath(folder)), REFERENCE_FILE)
+    loaded = sys.modules.get(name)
+    if loaded is not None and vars(loaded).get(LOADED_FROM) == (path, dict(overrides)):
+        return loaded
+    module = load(name, path, overrides)
+    setattr(module, LOADED_FROM, (path, dict(overrides)))
+    return module
 
 
 def load(name: str, path, overrides: dict) -> types.ModuleType:

@@ -22,6 +22,7 @@ from lego_core.capture import capture_graph, layout_inputs, use_channels_last
 from lego_core.compose import write_output
 from lego_core.config import OptimizeConfig
 from lego_core.errors import OptimizeError
+from lego_core.judge.executor import use_model_file_settings
 from lego_core.judge.forkserver import warm_up
 from lego_core.events import RunStarted, Sink, StageStarted, TranscriptMessage
 from lego_core.launch import choose_launch, rule_out
@@ -72,6 +73,7 @@ def _run(spec: ProblemSpec, target: Path, out: Path, config: OptimizeConfig, emi
     meter = MemoryMeter(spec.device)  # the run's peak device memory, from here to the report
     meter.enter_stage("load")
     problem = load_problem(spec)  # import the file, apply overrides, build and run the model
+    use_model_file_settings(problem.torch_settings)  # torch flags the file set: candidates are judged with them too
     meter.add_base(_model_tensors(problem.model))  # CPU: weights were made before the counter
     eager_out: dict = {}
     meter.measure_eager(lambda: _eager_forward(problem, eager_out))  # eager's peak: the bound's reference
@@ -135,6 +137,7 @@ def _run(spec: ProblemSpec, target: Path, out: Path, config: OptimizeConfig, emi
     report = build_report(problem, tree, result, check, timing, kernel_files, started, _versions(), launch, delivered.dropped)
     report["memory"] = memory_report(meter, emit, tree.root.id)
     report["moved_attributes"] = problem.moved_attributes  # plain tensor attributes the loader moved to the device
+    report["model_file_torch_settings"] = problem.torch_settings  # flags the file set at import: the user's, kept in force
     report["layout"] = layout_report  # setting, channels_last used, fallback reason if any
     report["run_id"] = run_id
     report["verification"] = seeds_record(config)  # the seeds, secret while the run checked candidates

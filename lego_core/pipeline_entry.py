@@ -12,9 +12,17 @@ from __future__ import annotations
 
 def run_pipeline_in_child(*args, **kwargs) -> dict:
     """``lego_core.pipeline.run_pipeline(*args, **kwargs)`` after starting the
-    judge's fork server (``lego_core.judge.forkserver.warm_up``)."""
+    judge's fork server (``lego_core.judge.forkserver.warm_up``).  A CPU run
+    sets ``TRITON_INTERPRET=1`` first (unless set): the fork server's
+    executors inherit its environment when it starts, and Triton without a
+    GPU and without its interpreter fails every kernel ("0 active drivers")."""
+    import os
+
     from lego_core.judge.forkserver import warm_up
 
+    spec = args[0] if args else kwargs.get("spec")
+    if getattr(spec, "device", None) == "cpu":
+        os.environ.setdefault("TRITON_INTERPRET", "1")
     warm_up()
     from lego_core.pipeline import run_pipeline
 

@@ -20,6 +20,7 @@ from typing import Any, Callable
 
 import torch
 
+from lego_core import torch_settings
 from lego_core.overrides import OverrideError, exec_with_overrides
 from lego_core.spec import DEVICES, DTYPE_NAMES, ProblemError, ProblemSpec, decode_source, parse_overrides, read_source  # noqa: F401 - re-exported
 
@@ -38,7 +39,12 @@ class Problem:
     attributes (``self.mask = torch.tril(...)``, neither parameter nor
     buffer) that loading moved to the device (:func:`move_plain_tensor_attributes`);
     ``state_targets`` the module state a stateful forward writes (dotted
-    names, set by ``capture.capture_graph``, None until then; ``lego_core.state``).
+    names, set by ``capture.capture_graph``, None until then; ``lego_core.state``);
+    ``torch_settings`` the global torch flags the file set when imported or
+    when it built the model (``torch.backends.cudnn.benchmark = True``,
+    ``torch.set_float32_matmul_precision("high")``): the user's, kept in
+    force, applied in LEGO's other processes and reported
+    (``lego_core.torch_settings``).
     """
 
     spec: ProblemSpec
@@ -50,6 +56,8 @@ class Problem:
     moved_attributes: list[str] = dataclasses.field(default_factory=list)
     # the module state forward writes (dotted names), set by ``capture_graph`` (None before); the judge compares it too
     state_targets: list[str] | None = None
+    # global torch settings the file set at import or while building the model (``torch_settings``): name -> value
+    torch_settings: dict = dataclasses.field(default_factory=dict)
 
     def make_inputs(self, seed: int) -> list:
         torch.manual_seed(seed)
@@ -86,7 +94,17 @@ def load_problem(spec: ProblemSpec) -> Problem:
 def _load_problem(spec: ProblemSpec) -> Problem:
     path = str(Path(spec.path).resolve())
     source = _read_source(path)
-    module, constants = _import_source(path, source, spec.overrides)
+    settings: dict = {}
+    with torch_settings.recorded(settings):  # flags the file sets at import or while building the model: the user's
+        module, constants = _import_source(path, source, spec.overrides)
+        problem = _build(spec, path, source, module, constants)
+    problem.torch_settings = settings
+    _check_forward(problem)
+    return problem
+
+
+def _build(spec: ProblemSpec, path: str, source: str, module: types.ModuleType, constants: dict) -> Problem:
+    """The checked module's model built on the device and dtype, and its inputs' recipe."""
     for name in REQUIRED_NAMES:
         if not hasattr(module, name):
             raise ProblemError(
@@ -103,9 +121,7 @@ def _load_problem(spec: ProblemSpec) -> Problem:
     model = _call_user(path, "Model(*get_init_inputs())", lambda: module.Model(*init_inputs))
     model = model.to(device=spec.device, dtype=spec.torch_dtype).eval()
     moved = move_plain_tensor_attributes(model, spec.device)
-    problem = Problem(dataclasses.replace(spec, path=path), module, model, init_inputs, constants, source, moved)
-    _check_forward(problem)
-    return problem
+    return Problem(dataclasses.replace(spec, path=path), module, model, init_inputs, constants, source, moved)
 
 
 def move_plain_tensor_attributes(model: torch.nn.Module, device: str | torch.device, dtype: torch.dtype | None = None) -> list[str]:

@@ -6,8 +6,8 @@ folder (``pipeline``, ``commit=False``); the parent commits it
 LEGO writes, nothing else:
 
 * top level: ``optimized_model.py``, ``reference_model.py``,
-  ``lego_runtime.py`` and ``report.json`` (all required);
-  ``lego_overrides.py`` only when the run had overrides; ``constants.pt``;
+  ``lego_runtime.py``, ``lego_overrides.py`` (how the model file is
+  imported) and ``report.json`` (all required); ``constants.pt``;
   the folders ``kernels/`` (only ``<name>.py``) and ``tests/`` (only
   ``test_<name>.py``), ``<name>`` a plain Python identifier that is not a
   dunder (no ``__init__.py``: ``kernels`` is no package); no other folder;
@@ -36,8 +36,8 @@ from pathlib import Path
 
 from lego_core.spec import ProblemError
 
-REQUIRED = ("optimized_model.py", "reference_model.py", "lego_runtime.py", "report.json")
-OPTIONAL = ("lego_overrides.py", "constants.pt")
+REQUIRED = ("optimized_model.py", "reference_model.py", "lego_runtime.py", "lego_overrides.py", "report.json")
+OPTIONAL = ("constants.pt",)
 FOLDERS = {"kernels": re.compile(r"(?!__)[A-Za-z_][A-Za-z0-9_]{0,127}\.py"), "tests": re.compile(r"test_[A-Za-z_][A-Za-z0-9_]{0,127}\.py")}
 MiB = 1 << 20
 # bytes per file; a name not listed: SOURCE_BYTES
@@ -64,7 +64,7 @@ def _accept(stage: Path, report: dict, run_id: str, spec) -> dict:
 
     output.check_staged(stage)  # links and special files
     names = {p.name for p in stage.iterdir()}
-    allowed = {*REQUIRED, *OPTIONAL, *FOLDERS} - (set() if spec.overrides else {"lego_overrides.py"})
+    allowed = {*REQUIRED, *OPTIONAL, *FOLDERS}
     _refuse_unless(not names - allowed, stage, sorted(names - allowed))
     _refuse_unless(set(REQUIRED) <= names, stage, [], f"misses {', '.join(sorted(set(REQUIRED) - names))}")
     files = [stage / n for n in names if n not in FOLDERS]

@@ -45,7 +45,6 @@ import os
 import re
 import sys
 import threading
-import warnings
 
 import torch
 # The first call of a dispatch mode's ``__torch_dispatch__`` imports
@@ -61,51 +60,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 # Global torch state
 # --------------------------------------------------------------------------
 
-# (name, getter, setter) of every global setting a candidate must leave alone:
-# each changes what later PyTorch code computes (TF32, reduced-precision
-# reductions, determinism, default dtype/device) or what it draws (the RNG).
-def _flag(obj_path: str, attr: str):
-    def get():
-        obj = _resolve(obj_path)
-        return getattr(obj, attr) if obj is not None else None
-
-    def set_(value):
-        obj = _resolve(obj_path)
-        if obj is not None and value is not None:
-            setattr(obj, attr, value)
-
-    return get, set_
-
-
-def _resolve(path: str):
-    obj = torch
-    for part in path.split(".")[1:]:
-        obj = getattr(obj, part, None)
-        if obj is None:
-            return None
-    return obj
-
-
-_FLAGS: dict[str, tuple] = {
-    "torch.backends.cuda.matmul.allow_tf32": _flag("torch.backends.cuda.matmul", "allow_tf32"),
-    "torch.backends.cuda.matmul.fp32_precision": _flag("torch.backends.cuda.matmul", "fp32_precision"),
-    "torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction": _flag("torch.backends.cuda.matmul", "allow_fp16_reduced_precision_reduction"),
-    "torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction": _flag("torch.backends.cuda.matmul", "allow_bf16_reduced_precision_reduction"),
-    "torch.backends.cudnn.allow_tf32": _flag("torch.backends.cudnn", "allow_tf32"),
-    "torch.backends.cudnn.fp32_precision": _flag("torch.backends.cudnn", "fp32_precision"),
-    "torch.backends.cudnn.benchmark": _flag("torch.backends.cudnn", "benchmark"),
-    "torch.backends.cudnn.deterministic": _flag("torch.backends.cudnn", "deterministic"),
-    "torch.backends.cudnn.enabled": _flag("torch.backends.cudnn", "enabled"),
-    "torch.get_float32_matmul_precision()": (torch.get_float32_matmul_precision, torch.set_float32_matmul_precision),
-    "torch.get_default_dtype()": (torch.get_default_dtype, torch.set_default_dtype),
-    "torch.get_default_device()": (lambda: str(torch.get_default_device()), torch.set_default_device),
-    "torch.is_grad_enabled()": (torch.is_grad_enabled, torch.set_grad_enabled),
-    "torch.is_anomaly_enabled()": (torch.is_anomaly_enabled, torch.set_anomaly_enabled),
-    "torch.are_deterministic_algorithms_enabled()": (
-        lambda: (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()),
-        lambda v: torch.use_deterministic_algorithms(v[0], warn_only=v[1]),
-    ),
-}
+from lego_core.torch_settings import FLAGS as _FLAGS, apply, read_flags  # noqa: E402 - the global settings a candidate must leave alone
 
 
 def _cuda_ready() -> bool:
@@ -132,16 +87,8 @@ def _digest(states: dict) -> dict:
 
 
 def torch_state() -> dict:
-    """Global torch settings as plain data (name -> value), RNG states as digests."""
-    state = {}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # some flags warn that a newer API exists
-        for name, (get, _) in _FLAGS.items():
-            try:
-                value = get()
-            except Exception:  # noqa: BLE001 - a flag this torch build does not have
-                continue
-            state[name] = value if isinstance(value, (bool, int, float, str, tuple, type(None))) else str(value)
+    """Global torch settings as plain data (name -> value, ``torch_settings.read_flags``), RNG states as digests."""
+    state = read_flags()
     state.update(_digest(_rng_states()))
     return state
 
@@ -158,15 +105,7 @@ def _plain(value):
 def _restore(before: dict, rng: dict) -> None:
     """Put back the settings of a :func:`torch_state` snapshot and the RNG states."""
     now = torch_state()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for name, (_, set_) in _FLAGS.items():
-            if name in before and now.get(name) != before[name]:
-                value = before[name]
-                if name == "torch.get_default_dtype()":
-                    value = getattr(torch, str(value).removeprefix("torch."))
-                with contextlib.suppress(Exception):
-                    set_(value)
+    apply({name: before[name] for name in _FLAGS if name in before and now.get(name) != before[name]})
     torch.random.set_rng_state(rng["cpu"])
     if "cuda" in rng and _cuda_ready():
         torch.cuda.set_rng_state_all(rng["cuda"])

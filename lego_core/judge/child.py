@@ -207,6 +207,9 @@ def serve(conn, options: dict) -> None:
     state = State()
     try:
         preload()
+        from lego_core.torch_settings import apply
+
+        apply(options.get("torch_settings") or {})  # the model file's own flags, before any judging (executor.use_model_file_settings)
         if options.get("snapshot", True):
             state.snapshot = Snapshot()
         conn.send_bytes(wire.dumps((0, "ok", os.getpid())))
@@ -511,8 +514,10 @@ def _composed(state: State, payload: dict) -> dict:
             actual = new(*payload["forward_inputs"])
             actual = with_state(actual, new, payload.get("state_targets") or [])  # the state after the call, judged too
         _sync()
+    # what the call ran (lego_runtime.note_forward): a plan that fell back to the user's forward is not the plan judged
+    forward = {"requested": str(new.lego_forward), "ran": new.__dict__.get("lego_last_forward"), "why": new.__dict__.get("lego_fallback")}
     del new
-    return {"output": wire.encode(actual, None), "memory": _memory_peak(state, count), "pid": os.getpid()}
+    return {"output": wire.encode(actual, None), "memory": _memory_peak(state, count), "pid": os.getpid(), "forward": forward}
 
 
 def _choose_launch(state: State, payload: dict) -> dict:

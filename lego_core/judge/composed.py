@@ -21,7 +21,7 @@ import hashlib
 import shutil
 import types
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -118,9 +118,23 @@ def run_fresh(out_dir: Path, op: str, payload: dict, meter=None) -> dict:
     return answer
 
 
-def composed_forward(out_dir: Path, problem, inputs: list, meter=None) -> tuple[Any, int | None]:
+class ComposedForward(NamedTuple):
+    """What :func:`composed_forward` got back: ``output`` (the forward's
+    output, with the state after the call for a stateful forward), ``pid``
+    (the process that computed it) and ``forward``: ``requested`` (the
+    ``lego_forward`` ModelNew was built with, ``LAUNCH``'s), ``ran`` (what
+    the call ran: ``"plan"`` or ``"original"``) and ``why`` (why the plan did
+    not run, when it did not; ``lego_runtime.forward_mode``)."""
+
+    output: Any
+    pid: int | None
+    forward: dict
+
+
+def composed_forward(out_dir: Path, problem, inputs: list, meter=None) -> ComposedForward:
     """``ModelNew(*inputs)`` of the output folder, computed in a fresh process
-    with the original model's weights; returns (the output, that process's pid)."""
+    with the original model's weights, ModelNew imported and built as a user
+    does (``e2e.load_composed``); see :class:`ComposedForward`."""
     payload = ProblemView.payload(problem, {})
     payload["forward_inputs"] = [_sendable(x) for x in inputs]
     payload["state_targets"] = list(getattr(problem, "state_targets", None) or ())  # judged with the outputs (state.with_state)
@@ -129,4 +143,7 @@ def composed_forward(out_dir: Path, problem, inputs: list, meter=None) -> tuple[
         output = wire.decode(answer.get("output"), None)
     except wire.BadReply as exc:
         raise OptimizeError(f"the composed model's process answered outside the protocol: {exc}") from None
-    return output, answer.get("pid")
+    forward = answer.get("forward")
+    if not (isinstance(forward, dict) and forward.get("ran") in ("plan", "original")):
+        raise OptimizeError("the composed model's process did not say whether the plan ran")
+    return ComposedForward(output, answer.get("pid"), {k: forward.get(k) for k in ("requested", "ran", "why")})

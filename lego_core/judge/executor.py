@@ -53,6 +53,20 @@ _WHAT = {
 }
 
 
+# torch flags the model file set when imported (``Problem.torch_settings``): every executor
+# started after :func:`use_model_file_settings` applies them first, as the user's process has them
+_MODEL_FILE_SETTINGS: dict = {}
+
+
+def use_model_file_settings(settings: dict) -> None:
+    """Have executors started from now on apply ``settings`` (name -> value,
+    ``lego_core.torch_settings``) before anything runs in them: the flags a
+    model file sets at import are part of how its user's process computes,
+    and candidates and the composed model are judged in that setting."""
+    _MODEL_FILE_SETTINGS.clear()
+    _MODEL_FILE_SETTINGS.update(settings)
+
+
 def _kill(process) -> None:
     """Kill ``process`` if it runs and reap it (never raises)."""
     try:
@@ -106,7 +120,7 @@ class Executor:
         # this process (PR_SET_PDEATHSIG): it watches this pipe instead, whose
         # only writing end this process holds (closed when it exits or dies)
         lifeline, held = ctx.Pipe(duplex=False)
-        process = ctx.Process(target=_serve, args=(theirs, {"snapshot": self.snapshot, "lifeline": lifeline}), daemon=False, name="lego-executor")
+        process = ctx.Process(target=_serve, args=(theirs, {"snapshot": self.snapshot, "lifeline": lifeline, "torch_settings": dict(_MODEL_FILE_SETTINGS)}), daemon=False, name="lego-executor")
         process.start()
         theirs.close()
         lifeline.close()

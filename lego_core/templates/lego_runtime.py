@@ -348,57 +348,71 @@ def forward_mode(model, inputs) -> str:
     batch statistics and any branch on ``self.training`` are gone from it, so
     train mode always runs the user's forward, exactly as eager does),
     gradients wanted (LEGO's kernels record no autograd history), or
-    parameters no longer of the dtype the plan was made for.  Raises
-    ValueError for another ``lego_forward`` value."""
+    parameters no longer of the dtype the plan was made for, and when a
+    value the plan baked in changed (:func:`fallback_reason`).  What ran and
+    why is kept on the model (:func:`note_forward`).  Raises ValueError for
+    another ``lego_forward`` value."""
     requested = model.lego_forward
     if requested == "original":
+        note_forward(model, "original", None)
         return "original"
     if requested != "plan":
         raise ValueError(f"ModelNew.lego_forward must be 'plan' or 'original', got {requested!r}")
-    if model._lego_bound.training(model):
-        warnings.warn("LEGO: the model is in train mode and LEGO's plan is the eval-mode forward (no dropout, BatchNorm "
-                      "running statistics, eval branches of self.training): running the original forward (call .eval() "
-                      "on the whole model to run the optimized plan)", stacklevel=3)
+    why = fallback_reason(model, inputs)
+    if why:
+        warnings.warn(f"LEGO: {why}", stacklevel=3)
+        note_forward(model, "original", why)
         return "original"
+    note_forward(model, "plan", None)
+    return "plan"
+
+
+def note_forward(model, ran: str, why) -> None:
+    """Keep on ``model`` what its last call ran: ``model.lego_last_forward``
+    (``"plan"`` or ``"original"``) and ``model.lego_fallback`` (why the plan
+    did not run although ``lego_forward`` asked for it, else None).  LEGO's
+    end-to-end judge and its timing read them, so that a speedup is never
+    reported for a plan that did not run."""
+    state = model.__dict__
+    state["lego_last_forward"] = ran
+    state["lego_fallback"] = why
+
+
+def fallback_reason(model, inputs) -> str:
+    """Why the plan cannot run this call (one sentence with what to do), or
+    ``""`` when it can; see :func:`forward_mode`."""
+    if model._lego_bound.training(model):
+        return ("the model is in train mode and LEGO's plan is the eval-mode forward (no dropout, BatchNorm "
+                "running statistics, eval branches of self.training): running the original forward (call .eval() "
+                "on the whole model to run the optimized plan)")
     if torch.is_grad_enabled() and (
         any(isinstance(x, torch.Tensor) and x.requires_grad for x in inputs) or any(p.requires_grad for p in model.parameters())
     ):
-        warnings.warn("LEGO: gradients are wanted and LEGO's kernels are inference-only: running the original forward "
-                      "(call the model under torch.no_grad() or torch.inference_mode() to run the optimized plan)", stacklevel=3)
-        return "original"
+        return ("gradients are wanted and LEGO's kernels are inference-only: running the original forward "
+                "(call the model under torch.no_grad() or torch.inference_mode() to run the optimized plan)")
     device = next((x.device for x in inputs if isinstance(x, torch.Tensor)), None)
     if not model._lego_bound.fits(model, device):
         want = sorted({d.removeprefix("torch.") for d in model._lego_bound_dtypes if d})
         got = sorted({str(p.dtype).removeprefix("torch.") for p in model.parameters()})
-        warnings.warn(f"LEGO: the model's parameters are {', '.join(got)} and the plan was optimized for {', '.join(want)}: "
-                      f"running the original forward (build it as the file's docstring says, "
-                      f"ModelNew(...).to(device, dtype), or optimize again for this dtype)", stacklevel=3)
-        return "original"
+        return (f"the model's parameters are {', '.join(got)} and the plan was optimized for {', '.join(want)}: "
+                f"running the original forward (build it as the file's docstring says, "
+                f"ModelNew(...).to(device, dtype), or optimize again for this dtype)")
     changed_tensor = model._lego_bound.constants_fit(model)
     if changed_tensor:
-        warnings.warn(f"LEGO: the tensor {changed_tensor} changed after the model was optimized and the plan reads the "
-                      "values it had then: running the original forward (optimize again with the new values)", stacklevel=3)
-        return "original"
+        return (f"the tensor {changed_tensor} changed after the model was optimized and the plan reads the "
+                "values it had then: running the original forward (optimize again with the new values)")
     unfit = state_fits(model)
     if unfit:
-        warnings.warn(f"LEGO: the state {unfit} is not what the plan was optimized for: running the original "
-                      "forward (optimize again for this state)", stacklevel=3)
-        return "original"
-    changed = model._lego_bound.attributes_fit(model)
+        return (f"the state {unfit} is not what the plan was optimized for: running the original "
+                "forward (optimize again for this state)")
+    changed = model._lego_bound.attributes_fit(model) or model._lego_bound.globals_fit(model)
     if changed:
-        warnings.warn(f"LEGO: {changed} changed after the model was optimized and its old value is baked into the plan: "
-                      "running the original forward (optimize again with the new value)", stacklevel=3)
-        return "original"
-    changed = model._lego_bound.globals_fit(model)
-    if changed:
-        warnings.warn(f"LEGO: {changed} changed after the model was optimized and its old value is baked into the plan: "
-                      "running the original forward (optimize again with the new value)", stacklevel=3)
-        return "original"
+        return (f"{changed} changed after the model was optimized and its old value is baked into the plan: "
+                "running the original forward (optimize again with the new value)")
     if getattr(model, "_lego_plan_device", None) == "cpu" and torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1":
-        warnings.warn("LEGO: this plan was optimized on a CPU and its kernels run only in Triton's interpreter "
-                      "(TRITON_INTERPRET=1): running the original forward (optimize again with --device cuda)", stacklevel=3)
-        return "original"
-    return "plan"
+        return ("this plan was optimized on a CPU and its kernels run only in Triton's interpreter "
+                "(TRITON_INTERPRET=1): running the original forward (optimize again with --device cuda)")
+    return ""
 
 
 def to_channels_last(x):

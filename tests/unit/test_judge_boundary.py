@@ -339,9 +339,10 @@ def test_the_end_to_end_check_runs_the_composed_model_in_another_process(tmp_pat
     real = composed.composed_forward
 
     def recording(*args, **kwargs):
-        output, pid = real(*args, **kwargs)
-        seen.append(pid)
-        return output, pid
+        answer = real(*args, **kwargs)
+        seen.append(answer.pid)
+        assert answer.forward["ran"] == "plan" and answer.forward["why"] is None  # the plan is what was judged
+        return answer
 
     monkeypatch.setattr(composed, "composed_forward", recording)
     path = tmp_path / "model.py"

@@ -81,13 +81,12 @@ def test_a_name_lego_never_writes_is_refused(stage, plant, expected):
     _refused(stage, expected)
 
 
-def test_lego_overrides_py_only_when_the_run_had_overrides(stage):
+def test_a_folder_without_lego_overrides_py_is_refused(stage):
+    """optimized_model.py imports the model file through lego_overrides.py, with or without overrides."""
     folder, report, spec = stage
-    plain = ProblemSpec(spec.path, {})
-    report = json.loads(json.dumps(honest_report(plain)))
-    (folder / "report.json").write_text(json.dumps(report))
-    with pytest.raises(ProblemError, match="lego_overrides.py, which LEGO never writes"):
-        staged.accept(folder, report, RUN_ID, plain)
+    (folder / "lego_overrides.py").unlink()
+    with pytest.raises(ProblemError, match="misses lego_overrides.py"):
+        staged.accept(folder, report, RUN_ID, spec)
 
 
 def test_a_sparse_file_is_refused(stage):
