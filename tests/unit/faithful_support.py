@@ -60,7 +60,11 @@ def optimize_cli(model_file: Path, out: Path, *args: str, timeout: float = 240) 
 
 
 def load_optimized(out: Path):
-    """Import ``out/optimized_model.py`` under a fresh module name."""
+    """Import ``out/optimized_model.py`` under a fresh module name, with a fresh
+    reference module (``lego_overrides.load_reference`` reuses the model file's
+    module an earlier import of the same folder left in ``sys.modules``)."""
+    for name in [n for n in sys.modules if n.startswith("lego_reference_")]:
+        del sys.modules[name]
     return load_module(Path(out) / "optimized_model.py", f"faithful_{uuid.uuid4().hex[:8]}")
 
 

@@ -159,22 +159,22 @@ def test_child_crash_after_composing_leaves_no_files(tmp_path):
 
 
 def test_second_successful_run_replaces_the_first_and_keeps_the_users_files(earlier, tmp_path):
-    """A failed run, then a successful one without overrides into the same folder: the first run's
-    lego_overrides.py and the FAILED.json go, the user's notes.txt and data/ stay, report.json and the
-    record are the new run's.  Before: report.json carried no run id and lego_overrides.py did not exist,
-    so nothing told the runs apart."""
+    """A failed run, then a successful one without overrides into the same folder: the FAILED.json goes,
+    the first run's files are replaced by the second's (its optimized_model.py imports the model file
+    with no overrides), the user's notes.txt and data/ stay, report.json and the record are the new run's.
+    Before: report.json carried no run id, so nothing told the runs apart."""
     out, before, report = earlier
     with pytest.raises(ProblemError):
         optimize(ProblemSpec(write(tmp_path, "broken.py", "def f(:\n")), out, OptimizeConfig(cache=False), isolate=False)
     assert (out / FAILED).exists()
     second = optimize(ProblemSpec(write(tmp_path, "good.py", GOOD)), out, OptimizeConfig(cache=False), isolate=False)
     assert second["run_id"] != report["run_id"]
-    assert not (out / FAILED).exists() and not (out / "lego_overrides.py").exists()
+    assert not (out / FAILED).exists() and (out / "lego_overrides.py").exists()
     assert (out / "notes.txt").read_text() == "the user's notes\n" and (out / "data" / "x.csv").read_text() == "1,2\n"
     assert json.loads((out / "report.json").read_text())["run_id"] == second["run_id"]
     record = json.loads((out / RECORD).read_text())
-    assert record["run_id"] == second["run_id"] and "lego_overrides.py" not in record["files"]
-    assert "batch_size = 4" in (out / "reference_model.py").read_text() and "OVERRIDES" not in (out / "optimized_model.py").read_text()
+    assert record["run_id"] == second["run_id"] and "lego_overrides.py" in record["files"]
+    assert "batch_size = 4" in (out / "reference_model.py").read_text() and "OVERRIDES = {}" in (out / "optimized_model.py").read_text()
     assert leftovers(tmp_path) == []
 
 

@@ -166,6 +166,7 @@ def test_launch_timing_interleaves_rounds_so_a_burst_of_load_does_not_decide(mon
         new = fake
         burst = 5.0 if not calls else 0.0  # the first variant timed meets another process's kernels
         calls.append((new.lego_forward, new.lego_cuda_graph))
+        new.lego_last_forward = new.lego_forward  # what ModelNew's forward records (lego_runtime.note_forward): no fallback
         return summarize([own_ms[(new.lego_forward, new.lego_cuda_graph)] + burst] * rep, "cuda_events")
 
     fake = _FakeComposed()
