@@ -224,6 +224,9 @@ def model_source(graph: Graph, items: list[OrNode], problem, run_id: str, kernel
     parts.append(f"# the structure forward returns its tensors in (torch.utils._pytree; None: one tensor)\nOUTPUT_SPEC = {output_spec_text(graph)!r}\n")
     parts.append("# plain attributes of the model's modules when it was captured (module path, name, value): torch.export baked them in\n"
                  f"BAKED_ATTRIBUTES = {baked_attributes(problem.model)!r}\n")
+    parts.append("# plain fields of the settings objects modules hold (module path, attribute, field, value; a Hugging Face config):\n"
+                 "# torch.export baked what forward read of them; a change runs the original forward\n"
+                 f"BAKED_FIELDS = {baked_fields(problem.model)!r}\n")
     parts.append("# plain values of the model file's globals that forward reads and of its classes' attributes (\"global\" or \"class\", class, name, value):\n"
                  "# torch.export baked them in; a change runs the original forward (lego_core.baked_globals)\n"
                  f"BAKED_GLOBALS = {baked_globals(problem.model, problem.module)!r}\n")
@@ -270,6 +273,36 @@ def baked_attributes(model: torch.nn.Module) -> tuple:
                     continue  # NaN never equals itself: not checkable, and rare as a setting
                 baked.append((path, name, tuple(value) if isinstance(value, list) else value))
     return tuple(baked)
+
+
+_CONTAINERS = (dict, list, tuple, set, frozenset, str, bytes, type)
+MAX_FIELDS = 256  # plain fields kept per settings object (a Hugging Face config has 40-100)
+
+
+def baked_fields(model: torch.nn.Module) -> tuple:
+    """``((module path, attribute, field, value), ...)``: the plain fields of
+    the settings objects ``model``'s modules hold as attributes (a Hugging
+    Face module's ``self.config``, whose ``use_return_dict``,
+    ``output_attentions`` or ``layer_norm_epsilon`` forward reads at call
+    time; an ``argparse.Namespace``; a dataclass of settings), each object
+    once, under the first module that holds it.  torch.export bakes what
+    forward read of them into the graph, so ``ModelNew`` checks them at
+    every call (``lego_runtime.BoundTensors.fields_fit``) and runs the
+    original forward, naming the field, once one changed
+    (``new.gpt.config.output_hidden_states = True``).  Modules, tensors,
+    callables and containers are not settings objects; the object's own
+    attributes are read from its ``__dict__``, at most :data:`MAX_FIELDS`."""
+    found, seen = [], set()
+    for path, module in model.named_modules():
+        for name, value in vars(module).items():
+            if (name in _MODULE_INTERNALS or name.startswith("_lego") or id(value) in seen or callable(value)
+                    or isinstance(value, (torch.nn.Module, torch.Tensor, *_CONTAINERS, *_PLAIN))
+                    or not isinstance(getattr(value, "__dict__", None), dict)):
+                continue
+            seen.add(id(value))
+            fields = [(field, v) for field, v in vars(value).items() if _plain(v) and not (isinstance(v, float) and v != v)]
+            found += [(path, name, field, tuple(v) if isinstance(v, list) else v) for field, v in fields[:MAX_FIELDS]]
+    return tuple(found)
 
 
 def constant_attributes(graph: Graph, model: torch.nn.Module) -> tuple:
@@ -404,6 +437,7 @@ def _model_class(graph: Graph, user_inputs: list[fx.Node], is_tensor: list[bool]
         '    lego_channels_last = LAUNCH.get("channels_last", False)',
         f"    _lego_bound_dtypes = {tuple(str(value_info(n).dtype) if value_info(n) is not None else '' for n in bound)!r}  # what the plan was made for",
         "    _lego_baked = BAKED_ATTRIBUTES",
+        "    _lego_baked_fields = BAKED_FIELDS",
         "    _lego_baked_globals = BAKED_GLOBALS",
         "    _lego_global_tensors = GLOBAL_TENSORS",
         "    _lego_reference = reference_model  # the model file's namespace, where those globals live",
