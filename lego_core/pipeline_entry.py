@@ -12,7 +12,16 @@ from __future__ import annotations
 
 def run_pipeline_in_child(*args, **kwargs) -> dict:
     """``lego_core.pipeline.run_pipeline(*args, **kwargs)`` after starting the
-    judge's fork server (``lego_core.judge.forkserver.warm_up``)."""
+    judge's fork server (``lego_core.judge.forkserver.warm_up``).  The
+    config's ``import_paths`` (``args[2]``) go on ``sys.path`` if not there
+    yet (the jail's ``PYTHONPATH`` holds them already; an unjailed child
+    starts with the caller's ``sys.path``)."""
+    import sys
+
+    config = args[2] if len(args) > 2 else kwargs.get("config")
+    for folder in getattr(config, "import_paths", ()):
+        if folder not in sys.path:
+            sys.path.append(folder)
     from lego_core.judge.forkserver import warm_up
 
     warm_up()
