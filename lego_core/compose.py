@@ -3,6 +3,9 @@
 Writes, under ``out_dir``:
 
 - ``reference_model.py``: the user's file, unchanged;
+- ``reference_modules/``: only when the model imports modules of its own
+  folder, copies of them (``lego_core.local_modules``), which
+  ``optimized_model.py`` puts first on ``sys.path``;
 - ``lego_overrides.py``: with overrides only, ``lego_core/overrides.py``, by
   which ``optimized_model.py`` runs ``reference_model.py`` with them in force
   (so constants built from an overridden one follow it);
@@ -27,6 +30,7 @@ from pathlib import Path
 import torch
 import torch.fx as fx
 
+from lego_core import local_modules
 from lego_core.baked_globals import baked_globals, global_tensors
 from lego_core.capture import Graph, ValueInfo, dense_order, value_info
 from lego_core.subproblem import boundary, function_source, region_graph
@@ -145,6 +149,7 @@ def write_output(out_dir: Path, graph: Graph, items: list[OrNode], problem, run_
     shutil.copyfile(RUNTIME, out_dir / "lego_runtime.py")
     if problem.spec.overrides:
         shutil.copyfile(OVERRIDES_SOURCE, out_dir / "lego_overrides.py")
+    local_modules.copy_into(out_dir, getattr(problem, "local_modules", None))  # reference_modules/: the model's own modules
     kernels_dir = out_dir / "kernels"
     if kernels_dir.exists():
         shutil.rmtree(kernels_dir)
@@ -196,6 +201,8 @@ def model_source(graph: Graph, items: list[OrNode], problem, run_id: str, kernel
     ]
     shapes = [tuple(x.shape) for x in example if isinstance(x, torch.Tensor)]
     reference = _reference_lines(spec.overrides, run_id)
+    # reference_modules/ first on sys.path, so reference_model.py imports the model's own modules (lego_core.local_modules)
+    reference = local_modules.path_line(getattr(problem, "local_modules", None)) + reference
     settings = ", ".join([f"{k}={v}" for k, v in spec.overrides.items()] + [spec.dtype, spec.device])
     dtype_arg = "" if spec.dtype == "fp32" else f", {problem.spec.torch_dtype}"
     parts = [
