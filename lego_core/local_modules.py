@@ -149,13 +149,17 @@ def put_on_path(model_file: str) -> str:
 
 
 def imported_modules(model_file: str, before: set[str], model_module: types.ModuleType | None = None) -> LocalModules:
-    """The modules the model imported from its own folder: those in
-    ``sys.modules`` now but not in ``before`` (its names before the file was
-    imported) whose import root is the model file's folder or a folder below
-    it (not the interpreter's), other than ``model_module`` (the file
-    itself, as LEGO loaded it).  A module ships as its file, a package as
-    its folder's ``.py`` files (subpackages too, ``__pycache__`` and names
-    that cannot be imported left out).
+    """The modules the model imported from its own folder: those whose
+    import root is the model file's folder or a folder below it (not the
+    interpreter's), and that are either new in ``sys.modules`` since
+    ``before`` (its names before the file was imported: a lazy import in
+    forward counts) or referred to by ``model_module``'s globals, directly
+    or through another such module (``from mylayers import Block``: an
+    earlier load of the same model in this process imported ``mylayers``
+    already).  ``model_module`` (the file itself, as LEGO loaded it) and
+    LEGO's own package are not the model's modules.  A module ships as its
+    file, a package as its folder's ``.py`` files (subpackages too,
+    ``__pycache__`` and names that cannot be imported left out).
 
     Raises ProblemError when what ships cannot be: a compiled module (only
     Python source is copied) or more than the limits (:data:`MAX_FILES`,
@@ -163,18 +167,18 @@ def imported_modules(model_file: str, before: set[str], model_module: types.Modu
     from lego_core.spec import ProblemError
 
     folder = Path(os.path.realpath(Path(model_file).parent))
-    interpreter = {Path(os.path.realpath(p)) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)}
+    local = _LocalRoots(folder)
+    names = {name for name in sys.modules if name not in before} | _referenced(model_module, local)
     tops: dict[str, Path] = {}
     compiled: list[str] = []
-    for name, module in sorted(sys.modules.items()):
-        if name in before or module is None or module is model_module:
+    for name in sorted(names):
+        module = sys.modules.get(name)
+        if module is None or module is model_module or name.split(".")[0] == "lego_core":
             continue
         for location, is_package in _locations(module):
-            root = _import_root(name, location, is_package)
-            if root is None or not (root == folder or folder in root.parents):
+            root = local.root(name, location, is_package)
+            if root is None:
                 continue
-            if any(root == p or p in root.parents for p in interpreter):
-                continue  # a virtual environment inside the model's folder: installed packages, not the model's
             if not is_package and location.suffix != ".py":
                 compiled.append(f"{name} ({location.name})")
                 continue
@@ -189,6 +193,49 @@ def imported_modules(model_file: str, before: set[str], model_module: types.Modu
     for top, source in sorted(tops.items()):
         found.files += _package_files(top, source) if source.is_dir() else [(source.name, str(source))]
     _check_limits(found, model_file)
+    return found
+
+
+class _LocalRoots:
+    """Which modules were imported from the model's ``folder``: their import
+    root is the folder or below it, and not inside the interpreter's prefix
+    (a virtual environment inside the model's folder holds installed
+    packages, not the model's)."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self.interpreter = {Path(os.path.realpath(p)) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)}
+
+    def root(self, name: str, location: Path, is_package: bool) -> Path | None:
+        """The import root of module ``name`` at ``location`` when it is the model's, else None."""
+        root = _import_root(name, location, is_package)
+        if root is None or not (root == self.folder or self.folder in root.parents):
+            return None
+        if any(root == p or p in root.parents for p in self.interpreter):
+            return None
+        return root
+
+    def holds(self, module: types.ModuleType) -> bool:
+        name = getattr(module, "__name__", None)
+        return isinstance(name, str) and any(self.root(name, loc, pkg) is not None for loc, pkg in _locations(module))
+
+
+def _referenced(model_module: types.ModuleType | None, local: _LocalRoots) -> set[str]:
+    """Names of the model folder's modules that ``model_module``'s globals
+    refer to (a module, or an object defined in one: ``Block.__module__``),
+    and those their globals refer to in turn."""
+    found: set[str] = set()
+    queue = [model_module] if model_module is not None else []
+    while queue:
+        for value in list(vars(queue.pop()).values()):
+            try:
+                name = value.__name__ if isinstance(value, types.ModuleType) else getattr(value, "__module__", None)
+            except Exception:  # noqa: BLE001 - an object of the user's whose attribute lookup fails
+                continue
+            module = sys.modules.get(name) if isinstance(name, str) and name not in found else None
+            if module is not None and module is not model_module and local.holds(module):
+                found.add(name)
+                queue.append(module)
     return found
 
 

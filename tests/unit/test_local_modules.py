@@ -156,6 +156,15 @@ def test_loading_imports_the_sibling_module_and_package_and_lists_what_ships(tmp
     assert sys.path[0] == str(model.parent.resolve())  # first, as `python model.py` has it
 
 
+def test_a_second_load_in_the_same_process_still_finds_the_models_modules(tmp_path, clean_imports):
+    """mylayers and blocks are cached in sys.modules by the first load (not
+    new the second time): what the model file refers to still counts."""
+    model = write_two_file_model(tmp_path / "models")
+    first = load_problem(ProblemSpec(str(model))).local_modules
+    again = load_problem(ProblemSpec(str(model))).local_modules
+    assert again.names == first.names == ["blocks", "mylayers"] and again.files == first.files
+
+
 def test_the_output_gets_the_modules_and_the_line_that_finds_them(tmp_path, clean_imports):
     model = write_two_file_model(tmp_path / "models")
     found = load_problem(ProblemSpec(str(model))).local_modules
