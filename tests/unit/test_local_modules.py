@@ -17,7 +17,6 @@ import os
 import shutil
 import subprocess
 import sys
-import textwrap
 import types
 from pathlib import Path
 
