@@ -101,7 +101,8 @@ def _run_isolated(spec: ProblemSpec, out_dir: str, config: OptimizeConfig, sink:
             if config.cache:
                 _make_folders(cache.root)  # to be mounted read-only it must exist
             cache_root = str(cache.root) if config.cache and cache.root.is_dir() else None
-            jail = jail_mod.for_run(spec.path, str(stage), scratch, cache_root, config.agent_pool)
+            jail = jail_mod.for_run(spec.path, str(stage), scratch, cache_root, config.agent_pool,
+                                    model_folder=config.model_folder, import_paths=config.import_paths)
         target = functools.partial(run_pipeline_in_child, run_id=run_id, commit=False)
         if jail is not None:  # the jail's working folder is its scratch folder: the model file by its full path
             child_spec = dataclasses.replace(spec, path=str(Path(spec.path).resolve()))

@@ -11,6 +11,7 @@ failed.
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from pathlib import Path
 
@@ -216,6 +217,7 @@ def run_optimize(args: argparse.Namespace, console: Console) -> int:
         max_tokens=args.max_tokens,
         max_search_s=args.max_search_time,
         patience_s=args.patience,
+        import_paths=python_path(),  # the jail shows them read-only, as the model's own folder (lego_core.local_modules)
     )
     view = ProgressView(console)
     started = time.monotonic()
@@ -240,6 +242,14 @@ def run_optimize(args: argparse.Namespace, console: Console) -> int:
     console.print(f"done in {time.monotonic() - started:.1f} s (the optimizer's {report['metrics']['wall_time_s']:.1f} s, "
                   "plus starting its process and checking and committing the output)")
     return 0
+
+
+def python_path() -> tuple[str, ...]:
+    """The folders of this process's ``PYTHONPATH``, absolute (relative ones
+    are relative to the current folder): the model may import from them, as
+    it would run here, so the jail shows them read-only
+    (``OptimizeConfig.import_paths``)."""
+    return tuple(os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)
 
 
 # lines torch appends to its errors that say nothing about what went wrong

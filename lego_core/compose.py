@@ -3,6 +3,9 @@
 Writes, under ``out_dir``:
 
 - ``reference_model.py``: the user's file, unchanged;
+- ``reference_modules/``: only when the model imports modules of its own
+  folder, copies of them (``lego_core.local_modules``), which
+  ``lego_overrides.load_reference`` puts first on ``sys.path``;
 - ``lego_overrides.py``: ``lego_core/overrides.py``, by which
   ``optimized_model.py`` imports ``reference_model.py`` (with the overrides
   in force, so constants built from an overridden one follow them);
@@ -27,6 +30,7 @@ from pathlib import Path
 import torch
 import torch.fx as fx
 
+from lego_core import local_modules
 from lego_core.baked_globals import baked_globals, global_tensors
 from lego_core.capture import Graph, ValueInfo, dense_order, value_info
 from lego_core.subproblem import boundary, function_source, region_graph
@@ -144,6 +148,7 @@ def write_output(out_dir: Path, graph: Graph, items: list[OrNode], problem, run_
     shutil.copyfile(problem.spec.path, out_dir / "reference_model.py")
     shutil.copyfile(RUNTIME, out_dir / "lego_runtime.py")
     shutil.copyfile(OVERRIDES_SOURCE, out_dir / "lego_overrides.py")  # how optimized_model.py imports the model file
+    local_modules.copy_into(out_dir, getattr(problem, "local_modules", None))  # reference_modules/: the model's own modules
     kernels_dir = out_dir / "kernels"
     if kernels_dir.exists():
         shutil.rmtree(kernels_dir)

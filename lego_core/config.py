@@ -109,7 +109,13 @@ class OptimizeConfig:
     from ``LEGO_LLM_MODEL`` when an LLM agent runs and it is empty.
 
     Sandbox: ``limits``: the optimizer child's resource limits
-    (:class:`SandboxLimits`).
+    (:class:`SandboxLimits`).  ``model_folder``: show the model file's folder
+    read-only in the jail, so that the model imports its sibling modules
+    (``lego_core.local_modules``; the web app turns it off for an upload
+    whose folder is not its run's own).  ``import_paths``: more folders shown
+    read-only and put on the child's import path (the command line passes
+    its ``PYTHONPATH``; a web run none).  Neither changes generated code:
+    they are not in :meth:`key`.
     """
 
     verify_seeds: tuple | None = None
@@ -138,6 +144,8 @@ class OptimizeConfig:
     llm_model: str = ""
     seeds_drawn: bool = False
     limits: SandboxLimits = dataclasses.field(default_factory=SandboxLimits)
+    model_folder: bool = True
+    import_paths: tuple = ()
 
     def __post_init__(self) -> None:
         from lego_core.verify_policy import draw_seeds
@@ -157,6 +165,9 @@ class OptimizeConfig:
             raise ValueError(f"agents must be from 1 to {MAX_AGENTS}, got {self.agents}")
         if self.channels_last not in (True, False, "auto"):
             raise ValueError(f"channels_last must be 'auto', True or False, got {self.channels_last!r}")
+        if isinstance(self.import_paths, str) or not all(isinstance(p, str) for p in self.import_paths):
+            raise ValueError(f"import_paths must be a tuple of folder paths (str), got {self.import_paths!r}")
+        object.__setattr__(self, "import_paths", tuple(self.import_paths))
         if len(self.verify_seeds) < 3:
             raise ValueError(f"verification needs at least three seeds, got {len(self.verify_seeds)}")
 

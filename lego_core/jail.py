@@ -3,8 +3,10 @@
 :class:`Jail` lists what the child may see: read-only, only what Python
 needs (the interpreter and its installed packages, the ``lego_core``
 package, ``/usr`` and the libraries, a few files of ``/etc``, the GPU's
-device files), plus the files the run names (the model file read-only, the
-kernel cache read-only, the agent relay's socket); writable, only the run's
+device files), plus the files the run names (the model file and its folder read-only,
+so that it imports its sibling modules: ``local_modules.import_view``; the
+command line's ``PYTHONPATH`` folders read-only; the kernel cache
+read-only, the agent relay's socket); writable, only the run's
 scratch folder (``$HOME`` and ``$TMPDIR``) and its output staging
 folder.  :meth:`Jail.command` turns it into ``bwrap ... -- python -c
 sandbox_child.ENTRY``: new user, pid, ipc, uts, cgroup and network
@@ -27,12 +29,16 @@ import dataclasses
 import functools
 import glob
 import importlib.util
+import json
+import logging
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from lego_core import local_modules
 
 # files of /etc the interpreter and the libraries read (dynamic linker, time zone)
 ETC_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime", "/etc/alternatives")
@@ -195,21 +201,29 @@ RELAY_ENV = "LEGO_AGENT_RELAY"  # the web app's agent relay socket (webapp.runs.
 _warned: set[str] = set()
 
 
-def for_run(model_file: str, stage: str, scratch: str, cache_root: str | None, agent_pool: str | None) -> Jail:
-    """The jail of one optimizer run: the model file and the kernel cache
-    (``cache_root``, None when the run does not use it) read-only, the
-    agent pool's module files read-only, the agent relay's socket folder
-    (``$LEGO_AGENT_RELAY``) so the child reaches the relay, the staging
-    folder ``stage`` and the private ``scratch`` folder writable; on a GPU
-    machine also the GPU lock folder (``lego_core.gpu_lock``), read-only with
-    its lock files made here (:func:`gpu_lock_folder`), so that jailed runs
-    sharing a card still keep their timings apart."""
+def for_run(model_file: str, stage: str, scratch: str, cache_root: str | None, agent_pool: str | None, *,
+            model_folder: bool = True, import_paths: tuple | list = ()) -> Jail:
+    """The jail of one optimizer run: the model file, its folder (not its
+    parents; unless ``model_folder`` is False or the folder is too broad:
+    ``local_modules.import_view``), the folders of ``import_paths`` (the
+    command line's ``PYTHONPATH``, also put on the child's ``PYTHONPATH``)
+    and the kernel cache (``cache_root``, None when the run does not use it)
+    read-only, the agent pool's module files read-only, the agent relay's
+    socket folder (``$LEGO_AGENT_RELAY``) so the child reaches the relay, the
+    staging folder ``stage`` and the private ``scratch`` folder writable; on
+    a GPU machine also the GPU lock folder (``lego_core.gpu_lock``),
+    read-only with its lock files made here (:func:`gpu_lock_folder`), so
+    that jailed runs sharing a card still keep their timings apart.  What it
+    shows of the user's files is logged and handed to the child in
+    ``$LEGO_IMPORT_VIEW`` (``local_modules.VIEW_ENV``: the report and a
+    failed import's message say it)."""
     import lego_core
 
-    read_only = [str(Path(model_file).resolve())]
+    view = local_modules.import_view(model_file, import_paths, model_folder)
+    read_only = [*([view["model_folder"]] if view["model_folder"] else []), str(Path(model_file).resolve()), *view["import_paths"]]
     if cache_root:
         read_only.append(str(Path(cache_root).resolve()))
-    extra_path = [str(Path(lego_core.__file__).resolve().parent.parent)]
+    extra_path = [str(Path(lego_core.__file__).resolve().parent.parent), *view["import_paths"]]
     if agent_pool:
         files = module_files(agent_pool)
         read_only += files
@@ -224,7 +238,9 @@ def for_run(model_file: str, stage: str, scratch: str, cache_root: str | None, a
     writable = [str(Path(stage).resolve())]
     if _gpu_devices():  # the runs sharing a card keep their timings apart through its lock files (lego_core.gpu_lock)
         read_only.append(gpu_lock_folder())
-    return Jail(scratch=scratch, read_only=read_only, writable=writable, env=child_environment(extra_path))
+    env = dict(child_environment(extra_path), **{local_modules.VIEW_ENV: json.dumps(view)})
+    logging.getLogger(__name__).info("the sandbox shows of the user's files, read-only: %s", local_modules.describe_view(view))
+    return Jail(scratch=scratch, read_only=read_only, writable=writable, env=env)
 
 
 def gpu_lock_folder() -> str:

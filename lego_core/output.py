@@ -37,7 +37,7 @@ RECORD = ".lego_output.json"
 FAILED = "FAILED.json"
 # every top-level name LEGO (lego_core, and the web app's report.html) may write into an output folder
 LEGO_NAMES = (
-    "optimized_model.py", "lego_runtime.py", "lego_overrides.py", "reference_model.py", "kernels", "tests",
+    "optimized_model.py", "lego_runtime.py", "lego_overrides.py", "reference_model.py", "reference_modules", "kernels", "tests",
     "constants.pt", "report.json", "report.html", FAILED, RECORD,
 )
 _LEGACY_HEADER = '"""Optimized by LEGO'

@@ -137,6 +137,7 @@ def exec_with_overrides(module: types.ModuleType, source: str, path: str, overri
 # set on a module :func:`load_reference` imported: (the file's real path, the overrides)
 LOADED_FROM = "__lego_loaded_from__"
 REFERENCE_FILE = "reference_model.py"
+LOCAL_MODULES = "reference_modules"  # copies of the modules the model imported from its own folder (lego_core.local_modules)
 
 
 def load_reference(folder, name: str, overrides: dict) -> types.ModuleType:
@@ -150,11 +151,17 @@ def load_reference(folder, name: str, overrides: dict) -> types.ModuleType:
     generated: ``lego_core.shipped``), that module is returned and the file
     is not run again, so one process has one ``Model`` class and the file's
     import-time effects (torch flags, a library's start-up) happen once.
+    ``folder/reference_modules`` (the modules the model imported from its
+    own folder, when it did) goes first on ``sys.path`` before the file runs.
     Raises OverrideError, or what the file raises."""
-    path = os.path.join(os.path.realpath(os.fspath(folder)), REFERENCE_FILE)
+    folder = os.path.realpath(os.fspath(folder))
+    path = os.path.join(folder, REFERENCE_FILE)
     loaded = sys.modules.get(name)
     if loaded is not None and vars(loaded).get(LOADED_FROM) == (path, dict(overrides)):
         return loaded
+    own = os.path.join(folder, LOCAL_MODULES)
+    if os.path.isdir(own) and own not in sys.path:  # the model file's own modules, copied from its folder
+        sys.path.insert(0, own)
     module = load(name, path, overrides)
     setattr(module, LOADED_FROM, (path, dict(overrides)))
     return module

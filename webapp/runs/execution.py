@@ -15,6 +15,7 @@ import contextlib
 import dataclasses
 import logging
 import math
+import os
 import threading
 from pathlib import Path
 from typing import Any, Callable
@@ -156,6 +157,21 @@ def run_config(owner_id: int | None = None, agent: str = "template") -> Optimize
     )
 
 
+def private_upload_folder(run: Run) -> bool:
+    """Whether the upload's folder, which the run's jail shows read-only as
+    the model file's folder (``lego_core.local_modules``), is this run's own
+    ``MEDIA_ROOT/runs/<id>/upload/`` (no link on the way) and holds nothing
+    but the upload: no other user's file can become visible to the run."""
+    upload = Path(run.upload.path)
+    own = Path(os.path.realpath(settings.MEDIA_ROOT)) / "runs" / str(run.id) / "upload"
+    try:
+        if os.path.realpath(upload.parent) != str(own):  # elsewhere, or a link on the way below MEDIA_ROOT
+            return False
+        return sorted(entry.name for entry in os.scandir(own)) == [upload.name]
+    except OSError:
+        return False
+
+
 def stop_when_agents_missing(sink, relay: AgentRelay | None):
     """``sink``, except that once no agents worker took a task in time the
     next event raises AgentWorkerMissing (once), which stops the optimizer:
@@ -183,6 +199,9 @@ def execute(run: Run, on_stop: Callable[[], None] | None = None) -> None:
         with heartbeat.Heartbeat(run.pk, settings.LEGO_HEARTBEAT_S, on_stop):
             spec = ProblemSpec(run.upload.path, run.overrides, run.dtype, run.device)
             config = run_config(run.owner_id, run.agent)
+            if not private_upload_folder(run):  # never show a folder that may hold another run's files
+                log.warning("run %s: its upload's folder is not its own; the jail shows the upload alone", run.pk)
+                config = dataclasses.replace(config, model_folder=False)
             relay_for_run = AgentRelay(run_id=run.pk, on_event=recorder.record, max_tokens=config.max_tokens) if config.agent_pool else contextlib.nullcontext()
             with relay_for_run as relay:
                 sink = stop_when_agents_missing(recorder, relay)
