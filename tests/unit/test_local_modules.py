@@ -176,6 +176,8 @@ def test_the_output_gets_the_modules_and_its_import_finds_them(tmp_path, clean_i
     assert (out / local_modules.FOLDER / "mylayers.py").read_text() == MYLAYERS
     # optimized_model.py's import of the model file puts that folder first on sys.path (lego_overrides.load_reference)
     (out / "reference_model.py").write_text("import mylayers\nLAYERS = mylayers\n")
+    for name in [n for n in sys.modules if n == "mylayers" or n.split(".")[0] == "blocks"]:
+        del sys.modules[name]  # as in a fresh process, where only the shipped copies exist
     loaded = load_reference(out, "lego_reference_test_local_modules", {})
     assert loaded.LAYERS.__file__ == str((out / local_modules.FOLDER / "mylayers.py").resolve())
     assert sys.path[0] == str((out / local_modules.FOLDER).resolve())
