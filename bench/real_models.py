@@ -29,20 +29,22 @@ For each dtype and model:
    capture, search, compose, end-to-end check).  The persistent kernel cache
    is used as a user's run uses it (``--search-arg=--no-cache`` for a cold
    search).
-2. **time** (cuda only): ONE process per dtype times every model in turn as
-   a user calls it: eager, torch.compile ``default`` and
+2. **time**: ONE process per dtype times every model in turn as a user
+   calls it: eager, torch.compile ``default`` and
    ``reduce-overhead``, and LEGO's ModelNew loaded from the output folder
    (``lego_core.benchmark.side_by_side``: the rules of
    ../shared/tools/sidebyside.py: weights under seed 0, inputs under seed 1
    (floating ones cast to the dtype, integer ones as they are), CUDA events,
    L2 flushed with a 256 MB buffer, median of ``--rep`` (50) calls), then
-   ModelNew against eager on fresh inputs (seed 2).  Warnings that ModelNew
+   ModelNew against eager on fresh inputs (seed 2); on a CPU nothing is
+   timed and ModelNew only runs on those fresh inputs.  Warnings that ModelNew
    gives while it runs ("LEGO: ... running the original forward") are
    recorded: such a row's LEGO time is not the plan's.
 
 Per model the table shows: delivered (an ``optimized_model.py`` was
-written), verified (the optimizer's end-to-end check passed and, when timed,
-LEGO's error against eager here is within ``--tol``), how ModelNew runs
+written), verified (the optimizer's end-to-end check passed, LEGO's error
+against eager here is within ``--tol`` and ModelNew gave no warning that it
+ran the original forward), how ModelNew runs
 (``launch``: plan, plan+graph, original...), Triton/library sub-problems,
 eager / compile default / compile reduce-overhead / LEGO median ms,
 LEGO/eager and LEGO/best-compile speedups (above 1: LEGO is faster) and the
@@ -58,6 +60,7 @@ import datetime
 import importlib.metadata
 import importlib.util
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -160,6 +163,18 @@ def library_versions() -> dict:
 # ---------------------------------------------------------------- optimize (one process per model)
 
 
+def failure_message(log_text: str) -> str | None:
+    """Why the optimizer delivered nothing, from its console output: its
+    ``error:`` line (a refused model) or its ``optimizer failed:`` message
+    (a run that failed later; up to "no output written"), lines joined; None
+    when it printed neither."""
+    said = bm.refusal(log_text)
+    if said:
+        return said
+    found = re.search(r"^optimizer failed:\s*(.*?)(?:^no output written|\Z)", log_text, re.M | re.S)
+    return " ".join(found.group(1).split()) if found else None
+
+
 def search_row(entry: gm.Entry, dtype: str, search: dict, folder: Path, report: dict | None, log_text: str) -> dict:
     """A row from one finished optimizer run: ``delivered`` (optimized_model.py
     written), ``e2e_passed``, ``launch``, ``triton``/``library`` counts, the
@@ -178,7 +193,7 @@ def search_row(entry: gm.Entry, dtype: str, search: dict, folder: Path, report: 
         if not row["e2e_passed"]:
             row["error"] = e2e.get("reason") or "end-to-end check did not pass"
     if not row["delivered"]:
-        row["error"] = bm.refusal(log_text) or search.get("search_error") or row["error"] or "no optimized_model.py"
+        row["error"] = failure_message(log_text) or search.get("search_error") or row["error"] or "no optimized_model.py"
     row["verified"] = bool(row["delivered"] and row["e2e_passed"])
     return row
 
@@ -231,43 +246,50 @@ def optimize_all(entries: list[gm.Entry], args) -> dict[tuple[str, str], dict]:
 
 
 def time_model(entry: gm.Entry, dtype: str, device: str, folder: Path, rep: int, modes: list[str]) -> dict:
-    """Eager, the torch.compile modes and LEGO's ModelNew (when ``folder``
-    holds one) side by side in this process, then ModelNew against eager on
-    fresh inputs; the measured fields of a row (times in ms, errors
-    norm-relative against eager, ``timing_error`` when loading failed)."""
+    """The measured fields of a row, in this process.  On cuda: eager, the
+    torch.compile modes and LEGO's ModelNew (when ``folder`` holds one) side
+    by side (times in ms, errors norm-relative against eager), then ModelNew
+    against eager on fresh inputs (``lego_err_fresh``).  On a CPU nothing is
+    timed: ModelNew runs once on fresh inputs as a user runs it
+    (``lego_err``).  ModelNew's ``LEGO:`` warnings are kept
+    (``lego_warnings``; ``lego_fallback`` when one says it ran the original
+    forward); ``timing_error`` when loading or running failed."""
     import torch
 
     from lego_core import benchmark
     from lego_core.problem import ProblemSpec, load_problem
 
-    out: dict = {"timing_method": "cuda_events" if device == "cuda" else "perf_counter", "rep": rep}
+    out: dict = {"timing_method": ("cuda_events" if device == "cuda" else None), "rep": rep if device == "cuda" else None}
     problem, kept = None, {}
     try:
         problem = load_problem(ProblemSpec(entry.path, entry.overrides, dtype, device))
-        inputs = problem.make_inputs(1)  # seed 1, as sidebyside.py draws its inputs
-        candidates = [("eager", lambda: problem.model)] + benchmark.compile_candidates(problem.model, modes)
-        if (folder / "optimized_model.py").is_file():
-            def build_lego():
-                kept["lego"] = benchmark.load_model_new(folder, problem)
-                return kept["lego"]
+        delivered = (folder / "optimized_model.py").is_file()
 
-            candidates.append(("lego", build_lego))
+        def build_lego():
+            kept["lego"] = benchmark.load_model_new(folder, problem)
+            return kept["lego"]
+
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            measured = benchmark.side_by_side(candidates, [inputs], rep=rep)
+            if device == "cuda":
+                candidates = [("eager", lambda: problem.model)] + benchmark.compile_candidates(problem.model, modes)
+                candidates += [("lego", build_lego)] if delivered else []
+                for m in benchmark.side_by_side(candidates, [problem.make_inputs(1)], rep=rep):  # seed 1, as sidebyside.py
+                    out[f"{m.name}_ms"] = m.median_ms
+                    if m.name != "eager":
+                        out[f"{m.name}_err"], out[f"{m.name}_setup_s"] = m.rel_err, m.setup_s
+                    if m.error:
+                        out[f"{m.name}_error"] = m.error
+            elif delivered:
+                build_lego()
             if "lego" in kept:
                 fresh = problem.make_inputs(2)  # after timing, fresh inputs: a plan must not replay an old answer
                 with torch.no_grad():
-                    out["lego_err_fresh"] = benchmark.norm_rel_error(kept["lego"](*fresh), problem.model(*fresh))
-        for m in measured:
-            out[f"{m.name}_ms"] = m.median_ms
-            if m.name != "eager":
-                out[f"{m.name}_err"], out[f"{m.name}_setup_s"] = m.rel_err, m.setup_s
-            if m.error:
-                out[f"{m.name}_error"] = m.error
+                    error = benchmark.norm_rel_error(kept["lego"](*fresh), problem.model(*fresh))
+                out["lego_err_fresh" if device == "cuda" else "lego_err"] = error
         said = sorted({str(w.message)[:300] for w in caught if str(w.message).startswith("LEGO:")})
         out["lego_warnings"] = said
-        out["lego_fallback"] = any("original" in s for s in said)
+        out["lego_fallback"] = any("running the original forward" in s for s in said)
     except Exception as exc:  # noqa: BLE001 - one model's failure is its row's
         out["timing_error"] = f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
     finally:
@@ -285,7 +307,7 @@ def timing_worker(entries: list[gm.Entry], dtype: str, device: str, out_root: Pa
     for entry in entries:
         state["rows"][entry.name] = time_model(entry, dtype, device, gm.out_folder(out_root, entry, dtype, device), rep, modes)
         rows_file.write_text(json.dumps(state, indent=2, default=str))
-        print(f"[{time.strftime('%H:%M:%S')}] timed {entry.name} {dtype}", flush=True)
+        print(f"[{time.strftime('%H:%M:%S')}] {'timed' if device == 'cuda' else 'ran ModelNew of'} {entry.name} {dtype}", flush=True)
     rows_file.write_text(json.dumps(state, indent=2, default=str))
 
 
@@ -317,15 +339,19 @@ def time_in_child(entries: list[gm.Entry], dtype: str, args) -> tuple[dict, dict
 def merge_timing(row: dict, timed: dict, tol: float) -> dict:
     """``row`` (from :func:`search_row`) with its measured fields, the
     speedups (``gm._derive``: LEGO/eager, LEGO/best compile) and
-    ``verified``: delivered, end-to-end check passed and LEGO's error against
-    eager within ``tol``; errors of timing joined into ``error``."""
+    ``verified``: delivered, end-to-end check passed, LEGO's error against
+    eager within ``tol`` and ModelNew ran its plan (no warning that it ran
+    the original forward: then its time is not the plan's); errors of timing
+    joined into ``error``."""
     row = dict(row, **timed)
     gm._derive(row, tol)
-    row["verified"] = bool(row["delivered"] and row["verified"])
+    row["verified"] = bool(row["delivered"] and row["verified"] and not row.get("lego_fallback"))
     problems = [row["error"]] if row.get("error") else []
     problems += [timed[k] for k in ("timing_error", "lego_error") if timed.get(k)]
     if row["delivered"] and row.get("lego_err") is not None and row["lego_err"] > tol:
         problems.append(f"LEGO's error against eager {row['lego_err']:.2e} is above {tol:g}")
+    if row.get("lego_fallback"):
+        problems.append("ModelNew ran the original forward (its warning below): its output and time are not the plan's")
     row["error"] = "; ".join(problems) or None
     return row
 
@@ -337,7 +363,7 @@ COLUMNS = (
     ("model", 32, "model", "s"), ("delivered", 9, "delivered", "b"), ("verified", 8, "verified", "b"), ("launch", 14, "launch", "s"),
     ("triton/lib", 10, "kernels", "s"), ("eager", 8, "eager_ms", ".3f"), ("c-dflt", 8, "compile_default_ms", ".3f"),
     ("c-r-o", 8, "compile_reduce_overhead_ms", ".3f"), ("LEGO", 8, "lego_ms", ".3f"), ("L/eager", 7, "lego_vs_eager", ".2f"),
-    ("L/best", 6, "lego_vs_best_compile", ".2f"), ("search s", 8, "search_s", ".0f"),
+    ("L/best", 6, "lego_vs_best_compile", ".2f"), ("LEGO err", 8, "lego_err", ".1e"), ("search s", 8, "search_s", ".0f"),
 )  # fmt: skip
 
 
@@ -369,12 +395,13 @@ def summary(rows: list[dict]) -> dict:
 
 def format_table(rows: list[dict], dtype: str, meta: dict) -> str:
     """The printed table of one dtype: a line per model (times: median ms;
-    ratios: LEGO's speedup, above 1 is faster; search: the optimizer's wall
-    s), under it why it was skipped or failed, ModelNew's warnings and a
+    ratios: LEGO's speedup, above 1 is faster; LEGO err: norm-relative
+    against eager; search: the optimizer's wall s), under it why it was skipped or failed, ModelNew's warnings and a
     failed torch.compile; then the counts and geomeans."""
     versions = ", ".join(f"{k} {v}" for k, v in (meta.get("libraries") or {}).items() if v)
     timed = any(r.get("eager_ms") is not None for r in rows)
-    how = f"median ms of {meta.get('rep', DEFAULT_REP)} calls, CUDA events, L2 flushed" if timed else "not timed (optimize + verify only)"
+    how = (f"median ms of {meta.get('rep', DEFAULT_REP)} calls, CUDA events, L2 flushed" if timed
+           else "not timed (optimized, verified, ModelNew run once as a user runs it)")
     lines = [f"LEGO on real library models, {dtype}, {meta.get('gpu', '?')} (torch {meta.get('torch', '?')}, triton {meta.get('triton', '?')}"
              + (f", {versions}" if versions else "") + f"); {how}"
              + (f"; {meta['jobs']} optimizer runs at once" if meta.get("jobs", 1) > 1 else "")]  # fmt: skip
@@ -416,7 +443,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default=None, help="comma-separated model names (default: all)")
     parser.add_argument("--dtypes", default="bf16,fp32", help="comma-separated, of fp32, bf16, fp16")
-    parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"), help="cpu: optimize and verify only, nothing is timed")
+    parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"), help="cpu: optimize and verify only (ModelNew run once), nothing is timed")
     parser.add_argument("--tiny", action="store_true", help="the tiny.json sizes (CPU runs)")
     parser.add_argument("--max-search-time", type=float, default=DEFAULT_MAX_SEARCH_S, help="seconds of tree search per optimizer run")
     parser.add_argument("--timeout", type=float, default=None, help="seconds per optimizer run in all (default 1200 on cuda, 600 on cpu)")
@@ -461,11 +488,11 @@ def main(argv: list[str] | None = None) -> int:
     searched = optimize_all(entries, args)
     for dtype in args.dtypes:
         rows = [searched[dtype, e.name] for e in entries]
-        if args.device == "cuda":  # timings only where they mean something; the searches are over, the GPU is quiet
-            tol = args.tol if args.tol is not None else gm.DEFAULT_TOL[dtype]
-            to_time = [e for e, r in zip(entries, rows) if not r.get("skipped")]
-            _, timed = time_in_child(to_time, dtype, args) if to_time else ({}, {})
-            rows = [r if r.get("skipped") else merge_timing(r, timed.get(r["model"], {}), tol) for r in rows]
+        # the searches are over (the GPU is quiet): time (cuda) or run once (cpu) ModelNew as a user does
+        tol = args.tol if args.tol is not None else gm.DEFAULT_TOL[dtype]
+        to_time = [e for e, r in zip(entries, rows) if not r.get("skipped")]
+        _, timed = time_in_child(to_time, dtype, args) if to_time else ({}, {})
+        rows = [r if r.get("skipped") else merge_timing(r, timed.get(r["model"], {}), tol) for r in rows]
         meta["wall_s"] = round(time.monotonic() - started, 1)
         gm.write_results(args.results_dir, result_document(rows, dtype, meta, args.device), format_table(rows, dtype, meta), bench="real")
         if args.device == "cuda":
