@@ -245,13 +245,13 @@ def optimize_all(entries: list[gm.Entry], args) -> dict[tuple[str, str], dict]:
 # ---------------------------------------------------------------- timing (one process per dtype)
 
 
-def time_model(entry: gm.Entry, dtype: str, device: str, folder: Path, rep: int, modes: list[str]) -> dict:
-    """The measured fields of a row, in this process.  On cuda: eager, the
-    torch.compile modes and LEGO's ModelNew (when ``folder`` holds one) side
-    by side (times in ms, errors norm-relative against eager), then ModelNew
-    against eager on fresh inputs (``lego_err_fresh``).  On a CPU nothing is
-    timed: ModelNew runs once on fresh inputs as a user runs it
-    (``lego_err``).  ModelNew's ``LEGO:`` warnings are kept
+def time_model(entry: gm.Entry, dtype: str, device: str, folder: Path, rep: int, modes: list[str], timed: bool | None = None) -> dict:
+    """The measured fields of a row, in this process.  ``timed`` (default:
+    on cuda): eager, the torch.compile modes and LEGO's ModelNew (when
+    ``folder`` holds one) side by side (times in ms, errors norm-relative
+    against eager), then ModelNew against eager on fresh inputs
+    (``lego_err_fresh``).  Else nothing is timed: ModelNew runs once on
+    fresh inputs as a user runs it (``lego_err``).  ModelNew's ``LEGO:`` warnings are kept
     (``lego_warnings``; ``lego_fallback`` when one says it ran the original
     forward); ``timing_error`` when loading or running failed."""
     import torch
@@ -259,7 +259,8 @@ def time_model(entry: gm.Entry, dtype: str, device: str, folder: Path, rep: int,
     from lego_core import benchmark
     from lego_core.problem import ProblemSpec, load_problem
 
-    out: dict = {"timing_method": ("cuda_events" if device == "cuda" else None), "rep": rep if device == "cuda" else None}
+    timed = device == "cuda" if timed is None else timed
+    out: dict = {"timing_method": ("cuda_events" if device == "cuda" else "perf_counter") if timed else None, "rep": rep if timed else None}
     problem, kept = None, {}
     try:
         problem = load_problem(ProblemSpec(entry.path, entry.overrides, dtype, device))
@@ -271,7 +272,7 @@ def time_model(entry: gm.Entry, dtype: str, device: str, folder: Path, rep: int,
 
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            if device == "cuda":
+            if timed:
                 candidates = [("eager", lambda: problem.model)] + benchmark.compile_candidates(problem.model, modes)
                 candidates += [("lego", build_lego)] if delivered else []
                 for m in benchmark.side_by_side(candidates, [problem.make_inputs(1)], rep=rep):  # seed 1, as sidebyside.py
@@ -286,7 +287,7 @@ def time_model(entry: gm.Entry, dtype: str, device: str, folder: Path, rep: int,
                 fresh = problem.make_inputs(2)  # after timing, fresh inputs: a plan must not replay an old answer
                 with torch.no_grad():
                     error = benchmark.norm_rel_error(kept["lego"](*fresh), problem.model(*fresh))
-                out["lego_err_fresh" if device == "cuda" else "lego_err"] = error
+                out["lego_err_fresh" if timed else "lego_err"] = error
         said = sorted({str(w.message)[:300] for w in caught if str(w.message).startswith("LEGO:")})
         out["lego_warnings"] = said
         out["lego_fallback"] = any("running the original forward" in s for s in said)
@@ -399,8 +400,9 @@ def format_table(rows: list[dict], dtype: str, meta: dict) -> str:
     against eager; search: the optimizer's wall s), under it why it was skipped or failed, ModelNew's warnings and a
     failed torch.compile; then the counts and geomeans."""
     versions = ", ".join(f"{k} {v}" for k, v in (meta.get("libraries") or {}).items() if v)
-    timed = any(r.get("eager_ms") is not None for r in rows)
-    how = (f"median ms of {meta.get('rep', DEFAULT_REP)} calls, CUDA events, L2 flushed" if timed
+    methods = {r.get("timing_method") for r in rows if r.get("eager_ms") is not None}
+    clock = "CUDA events, L2 flushed with 256 MB" if methods == {"cuda_events"} else "host clock"
+    how = (f"median ms of {meta.get('rep', DEFAULT_REP)} calls, {clock}" if methods
            else "not timed (optimized, verified, ModelNew run once as a user runs it)")
     lines = [f"LEGO on real library models, {dtype}, {meta.get('gpu', '?')} (torch {meta.get('torch', '?')}, triton {meta.get('triton', '?')}"
              + (f", {versions}" if versions else "") + f"); {how}"

@@ -125,10 +125,44 @@ def test_rows_from_a_delivered_run_and_from_a_failed_one(tmp_path):
     assert timed_out["error"] == "search timed out after 1200 s"
 
 
+FALLING_BACK = """import importlib.util
+import warnings
+
+spec = importlib.util.spec_from_file_location("reference_for_test", {path!r})
+reference = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(reference)
+
+
+class ModelNew(reference.Model):
+    def forward(self, x):
+        warnings.warn("LEGO: __name__ changed after the model was optimized ...: running the original forward (...)")
+        return super().forward(x)
+"""
+
+
+@pytest.mark.parametrize("timed", [False, True])
+def test_model_new_is_run_as_a_user_runs_it_and_its_fallback_warning_is_kept(tmp_path, timed):
+    """time_model in this process (no optimizer run: an output folder whose
+    ModelNew warns that it runs the original forward, as a plan that was
+    never run does); timed (the cuda branch, here on the host clock) or run
+    once (a CPU)."""
+    entry = rm.select_models(["handwritten_convnext"], tiny=True)[0]
+    folder = tmp_path / "out"
+    folder.mkdir()
+    (folder / "optimized_model.py").write_text(FALLING_BACK.format(path=entry.path))
+    fields = rm.time_model(entry, "fp32", "cpu", folder, rep=2, modes=[], timed=timed)
+    assert fields.get("timing_error") is None and fields["lego_fallback"]
+    assert fields["lego_warnings"] == ["LEGO: __name__ changed after the model was optimized ...: running the original forward (...)"]
+    assert fields["lego_err_fresh" if timed else "lego_err"] == 0.0
+    assert (fields.get("eager_ms") is not None and fields.get("lego_ms") is not None) == timed
+    missing = rm.time_model(entry, "fp32", "cpu", tmp_path / "nothing", rep=2, modes=[], timed=timed)
+    assert missing.get("timing_error") is None and "lego_ms" not in missing and not missing["lego_fallback"]
+
+
 def test_timings_merge_into_ratios_and_verified_and_the_table(tmp_path):
     entry = rm.select_models(["hf_llama"], tiny=True)[0]
     row = rm.search_row(entry, "bf16", {"search_s": 73.5, "search_rc": 0}, _folder(tmp_path, True), REPORT, "")
-    timed = {"eager_ms": 4.0, "compile_default_ms": 2.5, "compile_reduce_overhead_ms": 2.0, "lego_ms": 1.6, "lego_err": 3e-3,
+    timed = {"timing_method": "cuda_events", "eager_ms": 4.0, "compile_default_ms": 2.5, "compile_reduce_overhead_ms": 2.0, "lego_ms": 1.6, "lego_err": 3e-3,
              "lego_err_fresh": 3e-3, "lego_warnings": [], "lego_fallback": False}  # fmt: skip
     merged = rm.merge_timing(row, timed, tol=5e-2)
     assert merged["verified"] and merged["lego_vs_eager"] == pytest.approx(2.5) and merged["lego_vs_best_compile"] == pytest.approx(1.25)
@@ -140,7 +174,7 @@ def test_timings_merge_into_ratios_and_verified_and_the_table(tmp_path):
 
     meta = {"gpu": "NVIDIA H200", "torch": "2.11.0", "triton": "3.6.0", "libraries": {"transformers": "5.17.0", "timm": None}, "rep": 50}
     lines = rm.format_table([merged, fell_back, broken], "bf16", meta).splitlines()
-    assert "transformers 5.17.0" in lines[0] and "timm" not in lines[0] and "median ms of 50 calls" in lines[0]
+    assert "transformers 5.17.0" in lines[0] and "timm" not in lines[0] and "median ms of 50 calls, CUDA events, L2 flushed with 256 MB" in lines[0]
     assert lines[1].split() == ["model", "delivered", "verified", "launch", "triton/lib", "eager", "c-dflt", "c-r-o", "LEGO",
                                 "L/eager", "L/best", "LEGO", "err", "search", "s"]  # fmt: skip
     first = lines[3].split()
