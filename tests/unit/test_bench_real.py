@@ -217,6 +217,33 @@ def test_main_optimizes_then_runs_model_new_once_and_writes_each_dtypes_json_and
     assert "    error: ModelNew ran the original forward (its warning below): its output and time are not the plan's" in out
 
 
+def test_optimizer_runs_at_once_keep_rows_keyed_by_dtype_and_model(monkeypatch, capsys, tmp_path):
+    """--jobs N: N optimizer runs at once; they end in any order."""
+    import threading
+    import time
+
+    entries = rm.select_models(["hf_bert", "handwritten_resnet18", "handwritten_convnext"], tiny=True)
+    delay = {"hf_bert": 0.2, "handwritten_resnet18": 0.0, "handwritten_convnext": 0.1}
+    running, most = [0], [0]
+    lock = threading.Lock()
+
+    def fake_optimize(entry, dtype, args):
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        time.sleep(delay[entry.name])
+        with lock:
+            running[0] -= 1
+        return {"model": entry.name, "dtype": dtype, "delivered": True, "verified": True, "search_s": 1.0}
+
+    monkeypatch.setattr(rm, "optimize_model", fake_optimize)
+    args = rm.parse_args(["--device", "cpu", "--tiny", "--dtypes", "fp32,bf16", "--jobs", "3", "--out-dir", str(tmp_path)])
+    rows = rm.optimize_all(entries, args)
+    assert sorted(rows) == sorted((d, e.name) for d in ("fp32", "bf16") for e in entries)
+    assert all(r["dtype"] == d and r["model"] == m for (d, m), r in rows.items())
+    assert most[0] == 3 and capsys.readouterr().out.count("delivered True, verified True") == 6
+
+
 def test_parse_args_defaults_and_refusals():
     args = rm.parse_args([])
     assert args.dtypes == ["bf16", "fp32"] and args.device == "cuda" and args.max_search_time == 60 and args.timeout == 1200
