@@ -1,6 +1,6 @@
 # The one build for LEGO.  `make run` serves the web app, `make test` runs
 # every test; `make demo`, `make bench`, `make bench-search`,
-# `make bench-gpu` and `make bench-breadth` are extras.
+# `make bench-gpu`, `make bench-breadth` and `make bench-real` are extras.
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
@@ -14,7 +14,7 @@ INTERPRET := $(if $(HAS_GPU),,TRITON_INTERPRET=1)
 DEMO_MODEL ?= ../shared/models/mlp_residual.py
 DEMO_SET ?= batch_size=8 d_model=48 d_hidden=96
 
-.PHONY: install sandbox browser run test demo bench bench-search bench-gpu bench-breadth screenshots clean
+.PHONY: install sandbox browser run test demo bench bench-search bench-gpu bench-breadth bench-real screenshots clean
 
 install: $(STAMP) sandbox
 
@@ -103,6 +103,18 @@ bench-gpu: $(STAMP)
 # under bench/results/), tiny sizes without one (JSON under build/).
 bench-breadth: $(STAMP)
 	$(INTERPRET) $(PY) bench/breadth_models.py $(if $(HAS_GPU),--device cuda,--device cpu --tiny) $(BENCH_ARGS)
+
+# Real library models as their users write them (bench/models/real): Hugging
+# Face GPT-2, Llama (GQA), BERT, ViT; torchvision ResNet-50, MobileNetV3,
+# EfficientNet-B0; timm ConvNeXt-T; hand-written stand-ins with the same
+# modules.  bf16 and fp32, each optimized in its own process, then one
+# timing process per dtype: delivered?, verified?, Triton/library, eager,
+# torch.compile default and reduce-overhead, LEGO, optimizer wall time; JSON
+# under bench/results/.  A missing library is a skipped row.  Without a GPU:
+# tiny sizes, optimize and verify only.  BENCH_ARGS passes options, e.g.
+# BENCH_ARGS="--models hf_gpt2,tv_resnet50 --dtypes bf16 --jobs 4 --max-search-time 120".
+bench-real: $(STAMP)
+	$(INTERPRET) $(PY) bench/real_models.py $(if $(HAS_GPU),--device cuda,--device cpu --tiny) $(BENCH_ARGS)
 
 # PNGs of the product for people who do not run a browser: the run page
 # mid-run and finished and the shared page, from the live browser test

@@ -22,6 +22,12 @@
 # alone: some of them time kernels) and then `bench/breadth_models.py` over every dtype in
 # $DTYPES at once, $JOBS (default 10) optimizer runs at a time, each capped
 # at $MAX_SEARCH_S of tree search and $MODEL_TIMEOUT_S (600) in all.
+#
+# JOB=real runs instead `bench/real_models.py` (the Hugging Face, torchvision
+# and timm models of bench/models/real) over every dtype in $DTYPES, $JOBS
+# (default 4) optimizer runs at a time, each capped at $MAX_SEARCH_S (60) of
+# tree search and $MODEL_TIMEOUT_S (1200) in all; then one timing process
+# per dtype.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 GPU_TESTS="tests/hacks/test_hacks.py tests/unit/test_gemm_epilogue.py tests/unit/test_judge_boundary.py tests/unit/test_launch.py tests/unit/test_launch_nhwc.py tests/unit/test_timing.py tests/unit/test_capture_errors.py"
@@ -48,6 +54,14 @@ if [ "${JOB:-models}" = breadth ]; then
     --out-dir "$WORK/out" --results-dir "$WORK/results" >"$LOG/bench-breadth.txt" 2>&1
   echo "rc \$? wall \$(( \$(date +%s) - start )) s" >>"$LOG/bench-breadth.txt"
   wait; echo done >"$LOG/DONE"; exit 0
+fi
+if [ "${JOB:-models}" = real ]; then
+  start=\$(date +%s)
+  python3 bench/real_models.py --device cuda --dtypes $(echo ${DTYPES:-bf16 fp32} | tr ' ' ,) --jobs ${JOBS:-4} \
+    ${MODELS:+--models $MODELS} --timeout ${MODEL_TIMEOUT_S:-1200} --max-search-time ${MAX_SEARCH_S:-60} \
+    --out-dir "$WORK/out" --results-dir "$WORK/results" >"$LOG/bench-real.txt" 2>&1
+  echo "rc \$? wall \$(( \$(date +%s) - start )) s" >>"$LOG/bench-real.txt"
+  echo done >"$LOG/DONE"; exit 0
 fi
 (python3 bench/gpu_checks/check_hacks.py >"$LOG/hacks.txt" 2>&1; echo "rc \$?" >>"$LOG/hacks.txt") &
 for dtype in ${DTYPES:-bf16 fp32}; do
