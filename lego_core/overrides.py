@@ -272,9 +272,9 @@ def assigned_names(tree: ast.Module) -> set[str]:
                 continue
             if isinstance(child, ast.Assign):
                 bind(child.targets)
-            elif isinstance(child, (ast.AnnAssign, ast.AugAssign)):
-                bind([child.target] if not isinstance(child, ast.AnnAssign) or child.value is not None else [])
-            else:
+            elif isinstance(child, ast.AugAssign) or (isinstance(child, ast.AnnAssign) and child.value is not None):
+                bind([child.target])
+            elif not isinstance(child, ast.AnnAssign):  # `x: int` alone binds nothing
                 visit(child)
 
     visit(tree)

@@ -7,6 +7,7 @@ value (``lego_core.override_checks``), applied where the file sets it so
 that what is built from it follows, and shipped in ``optimized_model.py``'s
 ``OVERRIDES`` so that the downloaded model is built the same way.
 """
+import ast
 import json
 import os
 import subprocess
@@ -214,7 +215,7 @@ def test_an_override_of_another_kind_names_the_constant_the_files_value_and_what
     assert err is not None
     assert err.path == "/m/model.py" and err.line == 6 and str(err).startswith("model.py:6: override layer_sizes=")
     assert f"override layer_sizes={format_override(value)}: `layer_sizes` is " in err.message
-    assert f"in the file)" in err.message and err.hint.startswith("give layer_sizes ")
+    assert "in the file)" in err.message and err.hint.startswith("give layer_sizes ")
     if message:
         assert err.message == message
     if hint:
@@ -267,7 +268,7 @@ def test_the_syntax_tree_refuses_a_name_no_module_level_assignment_binds():
 
 
 def test_assigned_names_are_what_an_override_can_replace():
-    assert assigned_names(__import__("ast").parse(SOURCE)) == {"batch", "layer_sizes", "kernel", "hidden", "late", "a", "b"}
+    assert assigned_names(ast.parse(SOURCE)) == {"batch", "layer_sizes", "kernel", "hidden", "late", "a", "b"}
 
 
 def test_file_constants_lists_list_and_tuple_literals():
