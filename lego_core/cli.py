@@ -24,7 +24,8 @@ from lego_core.api import optimize
 from lego_core.config import AGENT_CHOICES, MAX_AGENTS, STRATEGIES, OptimizeConfig
 from lego_core.errors import OptimizeError
 from lego_core.events import Event
-from lego_core.spec import DEVICES, DTYPE_NAMES, ProblemError, ProblemSpec, parse_overrides, read_source
+from lego_core.override_checks import check_overrides_in_source
+from lego_core.spec import DEVICES, DTYPE_NAMES, ProblemError, ProblemSpec, format_override, parse_overrides, read_source
 from lego_core.sandbox import ChildCrashed
 
 
@@ -33,7 +34,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     opt = sub.add_parser("optimize", help="optimize a KernelBench-style model file")
     opt.add_argument("model", help="Python file with Model, get_inputs() and get_init_inputs()")
-    opt.add_argument("--set", dest="overrides", action="append", default=[], metavar="NAME=VALUE", help="override a module-level constant (repeatable)")
+    opt.add_argument("--set", dest="overrides", action="append", default=[], metavar="NAME=VALUE",
+                     help="override a module-level constant (repeatable): a number, true/false, a list [64,32] or a tuple (3,3), "
+                     "of the kind the file's value is")
     opt.add_argument("--dtype", choices=DTYPE_NAMES, default="fp32")
     opt.add_argument("--device", choices=DEVICES, default="cpu")
     opt.add_argument("--out", default=None, help="output folder (default: ./lego_out/<model name>)")
@@ -117,6 +120,8 @@ def summary_table(report: dict) -> Table:
     table = Table(title=f"LEGO plan for {report['model']} ({report['dtype']}, {report['device']})")
     table.add_column("what")
     table.add_column("value", justify="right")
+    if report.get("overrides"):  # as --set takes them: sizes=[64, 32], kernel=(3, 3), flag=true
+        table.add_row("overrides", escape(", ".join(f"{name}={format_override(value)}" for name, value in report["overrides"].items())))
     table.add_row("sub-problems", str(summary["subproblems"]))
     table.add_row("Triton kernels (generated)", str(summary["triton"]))
     table.add_row("library (ATen) calls", str(summary["library"]))
@@ -180,7 +185,8 @@ def triton_table(report: dict) -> Table:
 def run_optimize(args: argparse.Namespace, console: Console) -> int:
     try:
         spec = ProblemSpec(args.model, parse_overrides(args.overrides), args.dtype, args.device)
-        read_source(args.model)  # a missing, unreadable or non-UTF-8 file is said now, before the optimizer's process starts
+        source = read_source(args.model)  # a missing, unreadable or non-UTF-8 file is said now, before the optimizer's process starts
+        check_overrides_in_source(spec.overrides, source, args.model)  # so is an override the file's constants refuse
     except ProblemError as exc:
         console.print(f"[red]error:[/red] {escape(str(exc))}")
         return 1

@@ -33,6 +33,7 @@ import torch.fx as fx
 from lego_core import local_modules
 from lego_core.baked_globals import baked_globals, global_tensors
 from lego_core.capture import Graph, ValueInfo, dense_order, value_info
+from lego_core.spec import format_override
 from lego_core.subproblem import boundary, function_source, region_graph
 from lego_core.tree import OrNode
 from lego_core.verify import tolerances
@@ -200,7 +201,7 @@ def model_source(graph: Graph, items: list[OrNode], problem, run_id: str, kernel
     ]
     shapes = [tuple(x.shape) for x in example if isinstance(x, torch.Tensor)]
     reference = _reference_lines(spec.overrides, run_id)
-    settings = ", ".join([f"{k}={v}" for k, v in spec.overrides.items()] + [spec.dtype, spec.device])
+    settings = ", ".join([f"{k}={format_override(v)}" for k, v in spec.overrides.items()] + [spec.dtype, spec.device])
     dtype_arg = "" if spec.dtype == "fp32" else f", {problem.spec.torch_dtype}"
     parts = [
         HEADER.format(

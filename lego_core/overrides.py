@@ -17,6 +17,10 @@ new value.  Any simple statement that binds the name at module level counts:
 Statements inside functions and classes are not module level and are left
 alone.
 
+A constant is a number, ``True``/``False``, or a list or tuple of them
+(``layer_sizes = [400, 800]``, ``kernel = (3, 3)``, nested up to
+:data:`MAX_DEPTH` levels and :data:`MAX_ITEMS` numbers): :func:`is_constant_value`.
+
 Standard library only, and no ``lego_core`` import: ``lego_core.problem``
 uses it to load a problem, and the same file is shipped next to
 ``optimized_model.py`` (as ``lego_overrides.py``), which must stay plain torch.
@@ -24,11 +28,42 @@ uses it to load a problem, and the same file is shipped next to
 from __future__ import annotations
 
 import ast
+import math
 import os
 import sys
 import types
 
 HOOK = "_lego_override"
+MAX_DEPTH = 4  # lists or tuples nested in one another, at most (a list of tuples of sizes is 2)
+MAX_ITEMS = 1024  # numbers in one list or tuple constant, nested ones counted, at most
+
+
+def is_constant_value(value, finite: bool = False) -> bool:
+    """Whether ``value`` is a constant that may be overridden: an int, float
+    or bool, or a list or tuple (exactly those types, not a namedtuple or
+    ``torch.Size``) of such values, nested at most ``MAX_DEPTH`` deep and
+    holding at most ``MAX_ITEMS`` numbers.  ``finite``: no nan or infinite
+    float either (what an override can be written as)."""
+    numbers = 0
+
+    def fits(item, depth: int) -> bool:
+        nonlocal numbers
+        if type(item) in (list, tuple):
+            return depth < MAX_DEPTH and all(fits(element, depth + 1) for element in item)
+        if not isinstance(item, (bool, int, float)) or isinstance(item, type):
+            return False
+        numbers += 1
+        return numbers <= MAX_ITEMS and not (finite and isinstance(item, float) and not math.isfinite(item))
+
+    return fits(value, 0)
+
+
+def _fresh(value):
+    """A list or tuple override rebuilt, so that the file's code (``sizes.append(..)``)
+    never changes the caller's value; numbers as they are."""
+    if type(value) in (list, tuple):
+        return type(value)(_fresh(item) for item in value)
+    return value
 
 
 class OverrideError(ValueError):
@@ -107,12 +142,14 @@ def exec_with_overrides(module: types.ModuleType, source: str, path: str, overri
     loop, an import, ``globals()``...).  Exceptions of the file's own code
     propagate unchanged."""
     seen: dict = {}
+    given: dict = {}  # name -> the object last bound: a list override is a fresh copy at each binding
 
     def hook(name, original, line):
         if check is not None:
             check(name, original, overrides[name], line)
         seen[name] = (original, line)
-        return overrides[name]
+        given[name] = _fresh(overrides[name])
+        return given[name]
 
     code = compile_with_overrides(source, path, overrides)
     namespace = module.__dict__
@@ -125,7 +162,7 @@ def exec_with_overrides(module: types.ModuleType, source: str, path: str, overri
         if name not in seen:
             raise OverrideError(name, f"the file has no module-level assignment `{name} = ...`")
         final = namespace.get(name)
-        if final is not value and final != value:
+        if final is not given[name] and final != value:  # the bound list itself, even if the file appended to it
             raise OverrideError(
                 name,
                 f"`{name}` is {final!r} after the file ran, not the override {value!r}: something other than an assignment rebinds it",
@@ -182,14 +219,22 @@ def load(name: str, path, overrides: dict) -> types.ModuleType:
     return module
 
 
-def file_constants(source: str) -> dict[str, int | float | bool]:
+def file_constants(source: str) -> dict:
     """The module-level constants a file sets, read from its syntax tree
-    (never executed): ``NAME = <int, float or bool literal>`` (``-1``,
-    ``1e-5`` and ``x: int = 2`` too), the last such value per name, in the
-    order of first appearance; names starting with ``_`` left out.  Raises
-    SyntaxError for a file that does not parse."""
-    found: dict[str, int | float | bool] = {}
-    for stmt in ast.parse(source).body:
+    (never executed): ``NAME = <literal>`` where the literal is an int,
+    float or bool (``-1``, ``1e-5`` and ``x: int = 2`` too) or a non-empty
+    list or tuple of them (``[400, 800]``, ``(3, 3)``, nested within
+    :func:`is_constant_value`'s bounds), finite; the last such value per
+    name, in the order of first appearance; names starting with ``_`` left
+    out.  Raises SyntaxError for a file that does not parse."""
+    return {name: value for name, (value, _line) in literal_constants(ast.parse(source)).items()}
+
+
+def literal_constants(tree: ast.Module) -> dict:
+    """``{name: (value, line)}``: :func:`file_constants` with the line of
+    each value's assignment, from a parsed file."""
+    found: dict = {}
+    for stmt in tree.body:
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
             target, value = stmt.targets[0], stmt.value
         elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
@@ -202,6 +247,35 @@ def file_constants(source: str) -> dict[str, int | float | bool]:
             literal = ast.literal_eval(value)
         except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
             continue
-        if isinstance(literal, (bool, int, float)) and literal == literal and abs(literal) != float("inf"):
-            found[target.id] = literal
+        empty = type(literal) in (list, tuple) and not literal  # says nothing of what its elements are
+        if is_constant_value(literal, finite=True) and not empty:
+            found[target.id] = (literal, stmt.lineno)
     return found
+
+
+def assigned_names(tree: ast.Module) -> set[str]:
+    """The names an override can replace: those bound at module level by a
+    simple assignment (``x = ...``, ``x: int = ...``, ``x += ...``,
+    ``a, x = ...``), inside module-level ``if``/``for``/``try`` blocks too,
+    never inside a function or class: what :func:`exec_with_overrides`
+    hooks.  A name outside it makes OverrideError "no module-level
+    assignment"."""
+    names: set[str] = set()
+
+    def bind(targets) -> None:
+        for target in targets:
+            names.update(node.id for node in ast.walk(target) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store))
+
+    def visit(node) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+                continue
+            if isinstance(child, ast.Assign):
+                bind(child.targets)
+            elif isinstance(child, ast.AugAssign) or (isinstance(child, ast.AnnAssign) and child.value is not None):
+                bind([child.target])
+            elif not isinstance(child, ast.AnnAssign):  # `x: int` alone binds nothing
+                visit(child)
+
+    visit(tree)
+    return names

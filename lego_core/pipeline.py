@@ -28,7 +28,7 @@ from lego_core.events import RunStarted, Sink, StageStarted, TranscriptMessage
 from lego_core.launch import choose_launch, rule_out
 from lego_core.memory import MemoryMeter
 from lego_core.problem import ProblemError, ProblemSpec, load_problem
-from lego_core.spec import new_run_id
+from lego_core.spec import new_run_id, overrides_to_json
 from lego_core.report import build_report
 from lego_core.search import Search, run_search
 from lego_core.search.plan import Plan
@@ -66,7 +66,7 @@ def _run(spec: ProblemSpec, target: Path, out: Path, config: OptimizeConfig, emi
     if spec.device == "cpu":
         os.environ.setdefault("TRITON_INTERPRET", "1")  # no GPU: Triton's interpreter runs the kernels
     output.check_target(target)  # never overwrite a file of the user's, even at the end
-    emit(RunStarted(model=Path(spec.path).name, overrides=dict(spec.overrides), dtype=spec.dtype, device=spec.device))
+    emit(RunStarted(model=Path(spec.path).name, overrides=overrides_to_json(spec.overrides), dtype=spec.dtype, device=spec.device))
 
     emit(StageStarted(stage="load"))
     warm_up()  # candidate executors' fork server imports torch and triton meanwhile (lego_core.judge)

@@ -22,8 +22,10 @@ import torch
 
 from lego_core import torch_settings
 from lego_core.local_modules import LocalModules, explain_import_error, imported_modules, put_on_path
-from lego_core.overrides import OverrideError, exec_with_overrides
+from lego_core.override_checks import override_type_error, unknown_constant_error
+from lego_core.overrides import OverrideError, exec_with_overrides, is_constant_value
 from lego_core.spec import DEVICES, DTYPE_NAMES, ProblemError, ProblemSpec, decode_source, parse_overrides, read_source  # noqa: F401 - re-exported
+from lego_core.spec import format_override, shorten
 
 REQUIRED_NAMES = ("Model", "get_inputs", "get_init_inputs")
 
@@ -176,10 +178,13 @@ def _import_source(path: str, source: str, overrides: dict | None = None) -> tup
     constant's own assignment on (``lego_core.overrides``), so that module-level
     values built from an overridden constant (``input_shape = (batch_size, 16)``,
     default arguments, class attributes) follow it.  Returns the module and its
-    constants (module-level int/float/bool values, overrides applied).
+    constants (module-level numbers, true/false values, and lists and tuples of
+    them, overrides applied).
 
     Raises ProblemError for a syntax error, an exception at import, an override
-    naming no module-level constant, an integer constant given a non-integer,
+    naming no module-level constant, an override of another kind than the
+    constant's value (``override_checks.override_type_error``: an integer
+    given a float, a list of integers given a tuple or a list of floats...),
     and a constant whose final value is not the override (rebound by something
     other than an assignment)."""
     overrides = dict(overrides or {})
@@ -194,13 +199,9 @@ def _import_source(path: str, source: str, overrides: dict | None = None) -> tup
         if not _is_constant(original):
             not_constant.append(name)
             raise _NotAConstant(name)
-        if isinstance(original, int) and not isinstance(original, bool) and not (isinstance(value, int) and not isinstance(value, bool)):
-            raise ProblemError(
-                f"override {name}={value}: `{name}` is an integer constant ({name} = {original} in the file).",
-                path,
-                line,
-                hint=f"give {name} a whole number.",
-            )
+        error = override_type_error(name, original, value, path, line)  # a list takes a list of the same kind of numbers...
+        if error is not None:
+            raise error
 
     module = _new_module(path)
     try:
@@ -209,22 +210,17 @@ def _import_source(path: str, source: str, overrides: dict | None = None) -> tup
         name = exc.name if isinstance(exc, OverrideError) else exc.args[0]
         if isinstance(exc, OverrideError) and _is_constant(getattr(module, name, None)) and name not in not_constant:
             raise ProblemError(
-                f"override {name}={overrides[name]}: {exc.message}.",
+                f"override {name}={shorten(format_override(overrides[name]))}: {exc.message}.",
                 path,
                 exc.line,
                 hint=f"set `{name}` with one plain module-level assignment (`{name} = ...`) so that LEGO can replace it.",
             ) from None
-        known = ", ".join(sorted(_constants(_plain_module(path, source)))) or "none"
-        raise ProblemError(
-            f"override {name}={overrides[name]}: the file has no module-level constant `{name}`.",
-            path,
-            hint=f"override one of: {known}.",
-        ) from None
+        raise unknown_constant_error(name, overrides[name], _constants(_plain_module(path, source)), path) from None
     return module, _constants(module)
 
 
 class _NotAConstant(Exception):
-    """An override names a module-level value that is not an int/float/bool."""
+    """An override names a module-level value that is not a constant (``_is_constant``)."""
 
 
 def _new_module(path: str) -> types.ModuleType:
@@ -243,7 +239,8 @@ def _plain_module(path: str, source: str) -> types.ModuleType:
 
 
 def _is_constant(value: Any) -> bool:
-    return isinstance(value, (int, float, bool)) and not isinstance(value, type)
+    """A number, true/false, or a list or tuple of them (``overrides.is_constant_value``)."""
+    return is_constant_value(value)
 
 
 def _constants(module: types.ModuleType) -> dict:

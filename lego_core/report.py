@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 
 from lego_core.search import SearchResult
+from lego_core.spec import overrides_to_json
 from lego_core.tree import AndNode, FusionTree, OrNode
 
 
@@ -109,7 +110,7 @@ def build_report(problem, tree: FusionTree, result: SearchResult, check: dict, t
     spec = problem.spec
     return {
         "model": spec.name,
-        "overrides": dict(spec.overrides),
+        "overrides": overrides_to_json(spec.overrides),  # a tuple as its text: JSON would make it a list
         "dtype": spec.dtype,
         "device": spec.device,
         "versions": versions,

@@ -40,7 +40,7 @@ import stat
 from pathlib import Path
 
 from lego_core import local_modules
-from lego_core.spec import ProblemError
+from lego_core.spec import ProblemError, overrides_to_json
 
 REQUIRED = ("optimized_model.py", "reference_model.py", "lego_runtime.py", "lego_overrides.py", "report.json")
 OPTIONAL = ("constants.pt",)
@@ -145,7 +145,7 @@ def check_report(path: Path, report: dict, run_id: str, spec) -> dict:
         raise _refusal("its report.json is not the report the optimizer process returned")
     if not isinstance(report, dict) or not isinstance(report.get("summary"), dict):
         raise _refusal("its report is not an object with a summary")
-    known = json.loads(json.dumps({"run_id": run_id, "model": spec.name, "dtype": spec.dtype, "device": spec.device, "overrides": dict(spec.overrides)}))
+    known = json.loads(json.dumps({"run_id": run_id, "model": spec.name, "dtype": spec.dtype, "device": spec.device, "overrides": overrides_to_json(spec.overrides)}))
     wrong = sorted(k for k, v in known.items() if report.get(k) != v)
     if wrong or report["summary"].get("model") != spec.name:
         raise _refusal(f"its report names another run ({', '.join(wrong) or 'summary.model'} differ from this run's)")

@@ -2,9 +2,10 @@
  * The upload form's helpers (runs/new.html), a classic script:
  * - once a file is chosen, its module-level constants are read on the
  *   server (from the syntax tree, never run: POST data-constants-url) and
- *   shown as fields with the file's values; changing one writes
- *   "name=value" into the overrides box (back to the file's value: the
- *   line goes away), so the box stays the one thing the form sends;
+ *   shown as fields with the file's values (a list as [400, 800], a tuple
+ *   as (3, 3)); changing one writes "name=value" into the overrides box
+ *   (back to the file's value: the line goes away), so the box stays the
+ *   one thing the form sends;
  * - "start from an example" loads a reference model into the file input;
  * - a file kept from a failed try (#kept-constants) shows its fields at once.
  */
@@ -23,9 +24,27 @@
     return typeof v === "boolean" ? (v ? "true" : "false") : String(v);
   }
 
+  // the box's items: split at new lines, and at commas outside brackets
+  // ("sizes=[64, 32], kernel=(3, 3)" is two items), as forms.split_overrides does
+  function splitItems(value) {
+    var items = [], current = "", depth = 0;
+    for (var i = 0; i < value.length; i++) {
+      var ch = value[i];
+      if (ch === "[" || ch === "(") depth += 1;
+      else if (ch === "]" || ch === ")") depth = Math.max(depth - 1, 0);
+      if (ch === "\n" || (ch === "," && depth === 0)) {
+        items.push(current);
+        current = "";
+        depth = 0;
+      } else current += ch;
+    }
+    items.push(current);
+    return items.map(function (s) { return s.trim(); }).filter(Boolean);
+  }
+
   // the overrides box as an ordered list of [name, value]
   function readBox() {
-    return (box.value || "").split(/[,\n]/).map(function (s) { return s.trim(); }).filter(Boolean).map(function (item) {
+    return splitItems(box.value || "").map(function (item) {
       var at = item.indexOf("=");
       return at < 0 ? [item, null] : [item.slice(0, at).trim(), item.slice(at + 1).trim()];
     });
@@ -42,7 +61,8 @@
     var typed = {};
     readBox().forEach(function (p) { typed[p[0]] = p[1]; });
     constants.forEach(function (c) {
-      var fileValue = text(c.value);
+      // the value as an override is typed: the server's text keeps a tuple's parentheses
+      var fileValue = c.text != null ? c.text : text(c.value);
       var label = document.createElement("label");
       label.className = "constant";
       label.textContent = c.name + " ";
@@ -52,7 +72,7 @@
       input.id = "constant-" + c.name;
       input.dataset.fileValue = fileValue;
       input.value = typed[c.name] != null ? typed[c.name] : fileValue;
-      input.size = 8;
+      input.size = Math.min(Math.max(8, fileValue.length + 2), 40);
       input.addEventListener("input", function () { writeBox(c.name, input.value, fileValue); });
       label.appendChild(input);
       var note = document.createElement("small");
@@ -63,7 +83,7 @@
     });
     help.textContent = constants.length
       ? "Read from the file, not run. Change a value to override it for this run."
-      : "The file sets no module-level number or true/false constant to change.";
+      : "The file sets no module-level number, true/false, list or tuple constant to change.";
     fieldset.hidden = false;
   }
 

@@ -244,7 +244,7 @@ def test_malformed_override_text(item):
     assert "batch_size=2" in info.value.hint
 
 
-@pytest.mark.parametrize("text", ["abc", "", "2x", "[1]"])
+@pytest.mark.parametrize("text", ["abc", "", "2x", "{1}"])  # [1] is a list now (test_list_overrides.py)
 def test_non_numeric_override(text):
     with pytest.raises(ProblemError) as info:
         parse_overrides([f"batch_size={text}"])

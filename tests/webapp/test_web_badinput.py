@@ -374,7 +374,11 @@ BAD_OVERRIDES = [
     ("rows=-9223372036854775809", "is out of range"),
     ("rows=" + "9" * 5000, "is out of range"),
     ("rows=" + "1" * 400 + ".5", "is not a finite number"),
-    ("rows=[1]", "is not a number"),
+    ("rows=[1]", "override rows=[1]: `rows` is an integer constant (rows = 4 in the file). Give rows a whole number."),
+    ("rows=true", "override rows=true: `rows` is an integer constant (rows = 4 in the file)."),  # issue 28: not queued
+    ("rows=[1, nan]", "override rows[1]='nan' is not a finite number"),
+    ("rows=[" + "1," * 2000 + "]", "holds more than 1024 numbers"),
+    ("rows=(3)", "override rows='(3)' is not a list or tuple of numbers. Write it as Python does"),
     ("rows=0x10", "is not a number"),
     ("rows=", "is not a number"),
 ]
@@ -399,7 +403,9 @@ def test_bad_overrides_on_the_page_show_the_form_error_and_store_nothing(user_cl
     ('{"rows": -Infinity}', "is not a finite number"),
     ('{"rows": 1e400}', "is not a finite number"),
     ('{"rows": 99999999999999999999}', "is out of range"),
-    ('{"rows": [1]}', "override rows=[1] is not a number"),
+    ('{"rows": [1]}', "override rows=[1]: `rows` is an integer constant (rows = 4 in the file). Give rows a whole number."),
+    ('{"rows": [1, "a"]}', "override rows[1]='\"a\"' is not a number"),
+    ('{"rows": [[[[[1]]]]]}', "override rows is nested more than 4 deep"),
     ('{"rows": {"a": 1}}', "is not a number"),
     ('{"rows": null}', "is not a number"),
     ('[1, 2]', "overrides must be a JSON object"),

@@ -69,10 +69,14 @@ def test_a_file_kept_across_a_validation_error_is_used_by_the_next_try(user_clie
 
 
 def test_constants_endpoint_reads_the_file_without_running_it(user_client):
-    source = b"import sys\nsys.exit(3)\nrows = 4\neps: float = 1e-5\nflag = True\nneg = -2\n_private = 1\nshape = (rows, 2)\nrows = 8\n"
+    source = (b"import sys\nsys.exit(3)\nrows = 4\neps: float = 1e-5\nflag = True\nneg = -2\n_private = 1\nshape = (rows, 2)\nrows = 8\n"
+              b"sizes = [400, 800]\nkernel = (3, 3)\n")
     got = user_client.post(reverse("runs:constants"), {"upload": SimpleUploadedFile("m.py", source)}).json()
-    assert got == {"constants": [{"name": "rows", "value": 8}, {"name": "eps", "value": 1e-5},
-                                 {"name": "flag", "value": True}, {"name": "neg", "value": -2}]}
+    # ``text`` is the value as an override is typed: a tuple keeps its parentheses, which JSON's value cannot
+    assert got == {"constants": [{"name": "rows", "value": 8, "text": "8"}, {"name": "eps", "value": 1e-5, "text": "1e-05"},
+                                 {"name": "flag", "value": True, "text": "true"}, {"name": "neg", "value": -2, "text": "-2"},
+                                 {"name": "sizes", "value": [400, 800], "text": "[400, 800]"},
+                                 {"name": "kernel", "value": [3, 3], "text": "(3, 3)"}]}
     bad = user_client.post(reverse("runs:constants"), {"upload": SimpleUploadedFile("m.py", b"def (:\n")})
     assert bad.status_code == 400 and bad.json()["error"].startswith("The file does not parse: line 1: ")
 

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, Callable
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
 from django.http import HttpResponsePermanentRedirect, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import Resolver404, resolve, reverse
@@ -27,9 +29,9 @@ from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.response import Response
 from rest_framework.views import APIView, exception_handler
 
-from lego_core import ProblemError, parse_overrides
+from lego_core.overrides import MAX_DEPTH, file_constants
 from webapp.runs import downloads, lifecycle, presenters, queue
-from webapp.runs.forms import RunForm, split_overrides
+from webapp.runs.forms import RunForm, source_text
 from webapp.runs.models import Run
 
 MAX_EVENTS = 1000  # the most events one events request returns
@@ -190,10 +192,13 @@ class OverridesError(ValueError):
     """The ``overrides`` field cannot be read (bad JSON, a value that is no number)."""
 
 
-def overrides_text(value: Any) -> str:
+def overrides_text(value: Any, file_values: Callable[[], dict] = dict) -> str:
     """The ``overrides`` field as the form's ``name=value`` text: text passes
     through; a JSON object (sent as JSON, or as text starting with ``{``)
-    becomes one ``name=value`` line per entry."""
+    becomes one ``name=value`` line per entry, a JSON array written as a
+    list, or as a tuple where the file's constant of that name is one
+    (``file_values()``: the model file's constants, read only then; JSON
+    has no tuple)."""
     if value is None:
         return ""
     if isinstance(value, str):
@@ -212,17 +217,57 @@ def overrides_text(value: Any) -> str:
     for name, item in value.items():
         if not str(name).isidentifier():
             raise OverridesError(f"override name {name!r} is not a Python identifier. Use the constant's name, e.g. batch_size.")
-        if isinstance(item, bool):
+        if isinstance(item, list):
+            item = array_text(name, item, file_values().get(name))
+        elif isinstance(item, bool):
             item = "true" if item else "false"
         elif not isinstance(item, (int, float, str)):
-            raise OverridesError(f"override {name}={json.dumps(item)} is not a number. Give {name} an integer, a float or true/false.")
+            raise OverridesError(f"override {name}={json.dumps(item)} is not a number. "
+                                 f"Give {name} an integer, a float, true/false or a list of them, e.g. [64, 32].")
         lines.append(f"{name}={item}")
     return "\n".join(lines)
 
 
-def form_errors(form: RunForm, overrides: str) -> dict[str, list[str]]:
+def array_text(name: str, items: list, like: Any, depth: int = 0) -> str:
+    """A JSON array as override text: in parentheses where ``like`` (the
+    file's value) is a tuple, else in square brackets; nested arrays
+    follow the file's elements alike.  An element that is no number stays
+    as JSON wrote it, so that the override parser names it
+    (``sizes[1]='"a"' is not a number``)."""
+    if depth >= MAX_DEPTH:
+        raise OverridesError(f"override {name} is nested more than {MAX_DEPTH} deep. Give {name} lists nested at most {MAX_DEPTH} deep.")
+    parts = []
+    for k, element in enumerate(items):
+        element_like = like[min(k, len(like) - 1)] if type(like) in (list, tuple) and like else None
+        if isinstance(element, list):
+            parts.append(array_text(name, element, element_like, depth + 1))
+        elif isinstance(element, bool):
+            parts.append("true" if element else "false")
+        elif isinstance(element, (int, float)):
+            parts.append(repr(element))
+        else:
+            parts.append(json.dumps(element))
+    if type(like) is tuple:
+        return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
+    return "[" + ", ".join(parts) + "]"
+
+
+def upload_constants(upload) -> dict:
+    """The constants of an uploaded model file, from its syntax tree
+    (``lego_core.overrides.file_constants``); none for a file that is too
+    large, not UTF-8 text or does not parse (the form says why)."""
+    if upload is None or upload.size > settings.LEGO_MAX_UPLOAD_BYTES:
+        return {}
+    try:
+        return file_constants(source_text(upload))
+    except (ValidationError, SyntaxError, ValueError, RecursionError, MemoryError):
+        return {}
+
+
+def form_errors(form: RunForm) -> dict[str, list[str]]:
     """The form's errors with the API's field names (``upload`` -> ``model``)
-    and, where the form only says what is wrong, how to fix it."""
+    and, where the form only says what is wrong, how to fix it (the
+    overrides' messages carry their fix already: ``forms.field_message``)."""
     errors: dict[str, list[str]] = {}
     for field, items in form.errors.get_json_data().items():
         messages = []
@@ -233,22 +278,10 @@ def form_errors(form: RunForm, overrides: str) -> dict[str, list[str]]:
             elif field in ("dtype", "device", "agent") and code == "invalid_choice":
                 choices = ", ".join(value for value, _ in Run._meta.get_field(field).choices)
                 message = f"{message} Use one of: {choices}."
-            elif field == "overrides":
-                message = overrides_message(overrides, message)
             messages.append(message)
         key = {"upload": "model", "__all__": "non_field_errors"}.get(field, field)
         errors[key] = messages
     return errors
-
-
-def overrides_message(text: str, message: str) -> str:
-    """The override error with lego_core's hint on how to fix it."""
-    try:
-        parse_overrides(split_overrides(text))
-    except ProblemError as exc:
-        if exc.hint:
-            return f"{exc.message} {exc.hint[:1].upper()}{exc.hint[1:]}"
-    return message
 
 
 def create_run(request) -> tuple[Run | None, dict[str, list[str]]]:
@@ -264,7 +297,7 @@ def create_run(request) -> tuple[Run | None, dict[str, list[str]]]:
             "(note the @)."
         ]}
     try:
-        overrides = overrides_text(data.get("overrides"))
+        overrides = overrides_text(data.get("overrides"), lambda: upload_constants(upload))
     except OverridesError as exc:
         return None, {"overrides": [str(exc)]}
     fields = {
@@ -275,7 +308,7 @@ def create_run(request) -> tuple[Run | None, dict[str, list[str]]]:
     }
     form = RunForm(fields, {"upload": upload} if upload is not None else {})
     if not form.is_valid():
-        return None, form_errors(form, overrides)
+        return None, form_errors(form)
     return form.submit(request.user), {}
 
 

@@ -28,6 +28,7 @@ from django.utils import timezone
 from lego_core import ChildCrashed, OptimizeConfig, ProblemError, ProblemSpec, optimize
 from lego_core.config import SandboxLimits
 from lego_core.events import Event, RunFailed
+from lego_core.spec import overrides_from_json
 from webapp.runs import heartbeat, lifecycle, live, server_paths, text_bounds
 from webapp.runs.fanout import AgentRelay, AgentWorkerMissing
 from webapp.runs.models import Run, RunEvent
@@ -197,7 +198,7 @@ def execute(run: Run, on_stop: Callable[[], None] | None = None) -> None:
     recorder = EventRecorder(run)
     try:
         with heartbeat.Heartbeat(run.pk, settings.LEGO_HEARTBEAT_S, on_stop):
-            spec = ProblemSpec(run.upload.path, run.overrides, run.dtype, run.device)
+            spec = ProblemSpec(run.upload.path, overrides_from_json(run.overrides), run.dtype, run.device)  # "(3, 3)": a tuple
             config = run_config(run.owner_id, run.agent)
             if not private_upload_folder(run):  # never show a folder that may hold another run's files
                 log.warning("run %s: its upload's folder is not its own; the jail shows the upload alone", run.pk)

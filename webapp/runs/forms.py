@@ -2,7 +2,6 @@
 (pure text parsing); the uploaded file is stored, never imported here."""
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from django import forms
@@ -11,8 +10,9 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.utils.text import get_valid_filename
 
 from lego_core import ProblemError, parse_overrides
+from lego_core.override_checks import check_overrides_in_source
 from lego_core.overrides import file_constants
-from lego_core.spec import decode_source
+from lego_core.spec import decode_source, format_override, overrides_to_json
 from webapp.runs.models import Run
 
 
@@ -31,20 +31,42 @@ def source_text(upload) -> str:
 
 
 def split_overrides(text: str) -> list[str]:
-    """``"a=1, b=2\\nc=3"`` -> ``["a=1", "b=2", "c=3"]`` (commas or new lines)."""
-    return [item.strip() for item in re.split(r"[,\n]", text or "") if item.strip()]
+    """``"a=1, b=[2, 3]\\nc=(4,)"`` -> ``["a=1", "b=[2, 3]", "c=(4,)"]``: items
+    are separated by new lines, and by commas outside brackets (a list's
+    or tuple's own commas stay in it)."""
+    items, current, depth = [], [], 0
+    for char in text or "":
+        if char in "[(":
+            depth += 1
+        elif char in ")]":
+            depth = max(depth - 1, 0)
+        if char == "\n" or (char == "," and depth == 0):
+            items.append("".join(current))
+            current, depth = [], 0
+        else:
+            current.append(char)
+    items.append("".join(current))
+    return [item.strip() for item in items if item.strip()]
 
 
 def format_overrides(overrides: dict) -> str:
-    return "\n".join(f"{name}={value}" for name, value in overrides.items())
+    """``{"rows": 16, "sizes": [64, 32]}`` as the overrides box's text, one
+    ``name=value`` per line, as :func:`split_overrides` reads it back."""
+    return "\n".join(f"{name}={format_override(value)}" for name, value in overrides.items())
+
+
+def field_message(exc: ProblemError) -> str:
+    """A ProblemError as a form field's message: what is wrong, then how to
+    fix it (the same text on the page and in the JSON API's errors)."""
+    return f"{exc.message} {exc.hint[:1].upper()}{exc.hint[1:]}" if exc.hint else exc.message
 
 
 class RunForm(forms.ModelForm):
     overrides = forms.CharField(
         required=False,
         widget=forms.Textarea(attrs={"rows": 3, "placeholder": "batch_size=2\nd_model=64"}),
-        help_text="Module-level constants to change, one name=value per line or comma-separated; "
-        "the fields above fill it in once a file is chosen.",
+        help_text="Module-level constants to change, one name=value per line or comma-separated "
+        "(a list as [64, 32], a tuple as (3, 3)); the fields above fill it in once a file is chosen.",
     )
 
     agent = forms.ChoiceField(
@@ -97,7 +119,23 @@ class RunForm(forms.ModelForm):
         try:
             return parse_overrides(split_overrides(self.cleaned_data["overrides"]))
         except ProblemError as exc:
-            raise forms.ValidationError(exc.message) from None
+            raise forms.ValidationError(field_message(exc)) from None
+
+    def clean(self) -> dict:
+        """An override of another kind than the file's constant (``rows=true``
+        for ``rows = 4``, ``sizes=(64,32)`` for a list, ``sizes=[6.5]`` for a
+        list of integers) is refused now, from the file's syntax tree, with
+        the message the run would fail with later."""
+        cleaned = super().clean()
+        upload, overrides = cleaned.get("upload"), cleaned.get("overrides")
+        if upload and overrides:
+            try:  # a name the file never assigns is still left to the run (issue 28 asks for it here too)
+                check_overrides_in_source(overrides, source_text(upload), refuse_unknown_names=False)
+            except ProblemError as exc:
+                self.add_error("overrides", field_message(exc))
+            except forms.ValidationError:  # not text: the upload field says so
+                pass
+        return cleaned
 
     def submit(self, owner) -> Run:
         """Save the valid form as ``owner``'s run and queue its optimization
@@ -117,6 +155,7 @@ class RunForm(forms.ModelForm):
         run.owner = owner
         # letters, digits, -, _ and . only: the name is shown on pages and names the download
         run.original_filename = get_valid_filename(Path(self.cleaned_data["upload"].name).name)
+        run.overrides = overrides_to_json(self.cleaned_data["overrides"])  # a tuple as its text: JSON has none
         run.override_order = list(self.cleaned_data["overrides"])  # as typed (jsonb reorders keys)
         sent: list[bool] = []
         try:
@@ -160,16 +199,18 @@ def keep_upload(request, upload) -> tuple[str, str]:
 
 
 def constants_of(source: str, strict: bool = False) -> list[dict]:
-    """``[{"name", "value"}]``: the file's module-level constants, read from
-    its syntax tree (``lego_core.overrides.file_constants``), never run; a
-    file that does not parse has none (``strict``: SyntaxError)."""
+    """``[{"name", "value", "text"}]``: the file's module-level constants,
+    read from its syntax tree (``lego_core.overrides.file_constants``),
+    never run; ``text`` is the value as an override is typed
+    (``true``, ``[400, 800]``, ``(3, 3)``: JSON would make a tuple a list).
+    A file that does not parse has none (``strict``: SyntaxError)."""
     try:
         found = file_constants(source)
     except SyntaxError:
         if strict:
             raise
         return []
-    return [{"name": name, "value": value} for name, value in found.items()]
+    return [{"name": name, "value": value, "text": format_override(value)} for name, value in found.items()]
 
 
 def kept_upload(request) -> SimpleUploadedFile | None:
