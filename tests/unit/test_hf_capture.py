@@ -70,10 +70,13 @@ def test_gpt2_with_sdpa_is_captured_keeping_sdpa_whole_and_saying_so():
     assert_graph_computes_the_model(problem, graph)
 
 
-def test_gpt2_with_eager_attention_decomposes_fully():
-    problem, graph = captured("hf_gpt2", {"sdpa": False})
+def test_gpt2_with_eager_attention_decomposes_fully_at_the_sizes_set_overrides():
+    """The model files' sizes and attention choice are --set constants."""
+    problem, graph = captured("hf_gpt2", {"sdpa": False, "n_layer": 1, "hidden": 32, "n_head": 2, "seq_len": 8})
     ops = [op_name(n) for n in graph.compute_nodes]
-    assert graph.kept_whole == [] and SDPA not in ops and ops.count("aten._softmax.default") == 2
+    assert graph.kept_whole == [] and SDPA not in ops and ops.count("aten._softmax.default") == 1
+    assert list(graph.output_nodes[0].meta["val"].shape) == [2, 8, 128]  # batch, seq_len, vocab_size
+    assert problem.model.gpt.config.n_embd == 32
     assert_graph_computes_the_model(problem, graph)
 
 
