@@ -100,7 +100,7 @@ def decompose(ep: ExportedProgram, table: Any, path: str | None) -> tuple[Export
     for node in decomposed.graph.nodes:
         if node.op == "call_function" and node.target in removed:
             counts[str(node.target)] = counts.get(str(node.target), 0) + 1
-    failed = capture_errors.failure_summary(first)
+    failed = capture_errors.failure_summary(first, path)
     kept = [
         KeptWhole(op, n, "decomposition failed",
                   f"with its decomposition, decomposing the graph to core ATen failed ({failed}); kept whole, it runs as "

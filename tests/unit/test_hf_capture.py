@@ -66,6 +66,9 @@ def test_gpt2_with_sdpa_is_captured_keeping_sdpa_whole_and_saying_so():
     [kept] = graph.kept_whole
     assert (kept.op, kept.nodes, kept.cause) == (SDPA, 2, "decomposition failed")
     assert "Cannot view a tensor" in kept.reason and "transformers/pytorch_utils.py" in kept.reason
+    call = "return self.gpt(input_ids=input_ids, use_cache=False).logits"
+    line = 1 + (MODELS / "hf_gpt2.py").read_text().splitlines().index(f"        {call}")
+    assert f"reached from line {line} of the model file (`{call}`)" in kept.reason
     assert [g.spec.form for g in find_attention(graph.compute_nodes)] == ["fused", "fused"]
     assert_graph_computes_the_model(problem, graph)
 
