@@ -16,7 +16,6 @@ import io
 import logging
 import re
 import sys
-import traceback
 import warnings
 from typing import Any, Callable
 
@@ -26,6 +25,7 @@ from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind
 
 from lego_core import capture_errors, state, state_checks
+from lego_core.decompose import KeptWhole, decompose
 from lego_core.faithful_capture import check_fast_paths, check_stateless
 from lego_core.problem import Problem, ProblemError
 
@@ -83,10 +83,17 @@ class Graph:
     them like any output.  ``reassigned``: the dotted names of the plain
     tensor attributes that were registered as buffers for the export
     (written back by reassignment; every other buffer in place).
+
+    ``kept_whole``: the ops the graph holds un-decomposed, each run as one
+    library (ATen) call (``lego_core.decompose.KeptWhole``: op, node count,
+    cause, reason): those whose core-ATen decomposition failed
+    (``decompose.decompose``, e.g. HF GPT-2's SDPA) and the whole recurrent
+    layers LEGO keeps by policy (``KEPT_WHOLE``).  For the report.
     """
 
-    def __init__(self, ep: ExportedProgram, reassigned: list[str] = ()):
+    def __init__(self, ep: ExportedProgram, reassigned: list[str] = (), kept_whole: list[KeptWhole] = ()):
         self.ep = ep
+        self.kept_whole: list[KeptWhole] = list(kept_whole) + _kept_by_policy(ep, kept_whole)
         self.fx_graph: fx.Graph = ep.graph
         self.placeholders: list[fx.Node] = [n for n in ep.graph.nodes if n.op == "placeholder"]
         self.compute_nodes: list[fx.Node] = [n for n in ep.graph.nodes if n.op == "call_function"]
@@ -217,12 +224,8 @@ class _RecordingInterpreter(fx.Interpreter):
 
 
 def _user_line(exc: BaseException, path: str) -> int | None:
-    """The last line of the user's file named in the exception: in its
-    traceback, or in the user stack torch.export writes into its message."""
-    frames = [f.lineno for f in traceback.extract_tb(exc.__traceback__) if f.filename == path]
-    mentioned = [int(m) for m in re.findall(rf'File "{re.escape(path)}", line (\d+)', str(exc))]
-    lines = frames + mentioned
-    return lines[-1] if lines else None
+    """The last line of the user's file named in the exception (``capture_errors.user_line``)."""
+    return capture_errors.user_line(exc, path)
 
 
 def dense_order(spec: ValueInfo, shape: tuple) -> tuple | None:
@@ -276,6 +279,19 @@ def op_name(node: fx.Node) -> str:
     if target.__class__.__name__ == "builtin_function_or_method":
         return target.__name__
     return str(target)
+
+
+def _kept_by_policy(ep: ExportedProgram, already: list) -> list[KeptWhole]:
+    """KeptWhole records for the ops of ``ep``'s graph that ``KEPT_WHOLE``
+    names (whole recurrent layers), besides those in ``already``."""
+    known = {k.op for k in already}
+    counts: dict[str, int] = {}
+    for node in ep.graph.nodes:
+        name = op_name(node) if node.op == "call_function" else ""
+        if name.startswith(KEPT_WHOLE) and name not in known:
+            counts[name] = counts.get(name, 0) + 1
+    return [KeptWhole(op, n, "policy", "a whole recurrent layer stays one library call (cuDNN on a GPU): decomposed, it "
+                      "would be thousands of tiny ops per sequence") for op, n in sorted(counts.items())]
 
 
 # Whole recurrent layers have no fused replacement here; decomposed, an LSTM
@@ -335,7 +351,10 @@ def layout_inputs(make_inputs: Callable[[int], list], channels_last: bool) -> Ca
 
 def capture_graph(problem: Problem, channels_last: bool = False) -> Graph:
     """Export ``problem.model`` at ``problem.make_inputs(0)`` into core ATen
-    (recurrent layers kept whole, see ``KEPT_WHOLE``).
+    (recurrent layers kept whole, see ``KEPT_WHOLE``; an op whose
+    decomposition makes the program fail to decompose, such as HF GPT-2's
+    SDPA, kept whole too, ``lego_core.decompose``; both listed in the
+    graph's ``kept_whole``).
 
     ``channels_last``: convert the 4-D example inputs to channels-last
     (``to_channels_last``) first, so convolutions (which follow their input's
@@ -352,7 +371,9 @@ def capture_graph(problem: Problem, channels_last: bool = False) -> Graph:
     ProblemError when torch.export cannot capture the model, with a message
     and fix per failure class (``capture_errors``: data-dependent control
     flow, a mutated constant, dynamic shapes, a non-tensor output, an
-    unsupported operation) and torch's message underneath; when the graph's
+    unsupported operation; ``decomposition`` when only the core-ATen
+    decomposition fails, whatever is kept whole) and torch's message
+    underneath; when the graph's
     sizes depend on tensor values (``data-dependent shape``); and when the
     capture could not compute what eager does (``faithful_capture``: a
     forward that writes into parameters or inputs; a fast path that gives
@@ -393,7 +414,7 @@ def capture_graph(problem: Problem, channels_last: bool = False) -> Graph:
         mismatched.clear()
         try:
             with state.as_buffers(problem.model, attributes), state.reassign_as_copy(problem.model, reassigned, mismatched):
-                ep, seen = _export(problem.model, inputs, path)
+                ep, seen, kept_whole = _export(problem.model, inputs, path)
         except ProblemError as error:
             name = getattr(error, "mutated_constant", None)
             if name and name not in attributes and not state.not_tensors(problem.model, [name]):
@@ -420,7 +441,7 @@ def capture_graph(problem: Problem, channels_last: bool = False) -> Graph:
     check_stateless(ep, path)
     with state.preserved(problem.model):  # the fast-path check runs eager twice: its state writes are undone
         check_fast_paths(problem.model, inputs, problem.spec.torch_dtype, path)
-    graph = Graph(ep, reassigned=reassigned)
+    graph = Graph(ep, reassigned=reassigned, kept_whole=kept_whole)
     check_state_fits(graph, path)
     captured = {u.target for u in graph.state_updates}
     missing = [t for t in probe if t not in captured]
@@ -438,9 +459,12 @@ def capture_graph(problem: Problem, channels_last: bool = False) -> Graph:
     return graph
 
 
-def _export(model: torch.nn.Module, inputs: list, path: str | None) -> tuple[ExportedProgram, list]:
+def _export(model: torch.nn.Module, inputs: list, path: str | None) -> tuple[ExportedProgram, list, list[KeptWhole]]:
     """``model`` exported at ``inputs`` and decomposed to core ATen, with the
-    warnings torch.export gave; raises ProblemError (``capture_errors.explain``)."""
+    warnings torch.export gave and the ops kept whole because their
+    decomposition failed (``decompose.decompose``); raises ProblemError
+    (``capture_errors.explain``, or ``decomposition_error`` when only the
+    decomposition fails)."""
     previous = torch.backends.mha.get_fastpath_enabled()
     torch.backends.mha.set_fastpath_enabled(False)
     # a failed export prints its partial FX graph to stderr and symbolic_shapes logs one at WARNING ("Unable to
@@ -449,12 +473,16 @@ def _export(model: torch.nn.Module, inputs: list, path: str | None) -> tuple[Exp
     shapes_level = shapes_log.level
     shapes_log.setLevel(logging.ERROR)
     printed = io.StringIO()
+    seen: list = []
     try:
-        seen: list = []
         with warnings.catch_warnings(record=True) as seen, contextlib.redirect_stderr(printed):
             warnings.simplefilter("always")
             ep = torch.export.export(model, tuple(inputs))
-        ep = ep.run_decompositions(decomposition_table())
+        ep, kept_whole = decompose(ep, decomposition_table(), path)
+    except ProblemError as error:  # the decomposition failed with every table tried (class "decomposition")
+        error.mutated_constant = None
+        error.warnings = list(seen)
+        raise
     except Exception as exc:  # noqa: BLE001 - torch.export raises many types: sorted into classes
         error = capture_errors.explain(exc, path, _user_line(exc, path))
         if printed.getvalue().strip():
@@ -466,7 +494,7 @@ def _export(model: torch.nn.Module, inputs: list, path: str | None) -> tuple[Exp
     finally:
         torch.backends.mha.set_fastpath_enabled(previous)
         shapes_log.setLevel(shapes_level)
-    return ep, seen
+    return ep, seen, kept_whole
 
 
 def _add_reassigned(model, seen: list, attributes: list, reassigned: list, path: str | None) -> bool:

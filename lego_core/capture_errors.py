@@ -15,6 +15,16 @@ line at the end of the message, all of it in the error's ``raw``).
 | ``non-tensor output`` | ``Found <class ...> in output, which is not a known type`` (an object that is not a tensor, number or container of them) |
 | ``unsupported operation`` | ``Unsupported``, ``There was no fake impl registered``, ``.numpy() is not supported``, ``NotImplementedError``, an op with no Meta kernel |
 
+A failure of no class (``other``) carries torch's telling lines in the
+message itself (:func:`failure_summary`: its first line, the op it was
+executing and the source line it names), since nothing else is printed.
+
+When torch.export captures the model but ``run_decompositions`` fails and
+keeping ops whole does not help (``lego_core.decompose``), the class is
+``decomposition`` (:func:`decomposition_error`): it says the model was
+captured, quotes torch's line, the op and the line, and never suggests
+running ``torch.export.export``, which works on such a file.
+
 Two more classes are found after a capture succeeds, on the graph itself:
 ``data-dependent shape`` (:func:`data_dependent_shape_error`: boolean
 indexing, ``nonzero``, ``unique`` give sizes known only at run time) and,
@@ -33,7 +43,9 @@ constant``) is carried the same way.
 """
 from __future__ import annotations
 
+import dataclasses
 import re
+import traceback
 
 import torch
 
@@ -84,11 +96,24 @@ LIFTED_WHAT = ("Model.forward writes in place into a tensor that is neither a bu
 LIFTED_FIX = ("register the tensor as a buffer of the module that writes it (self.register_buffer(name, tensor) in "
               "__init__, written in place in forward), which LEGO carries; hold submodules in nn.ModuleList / "
               "nn.ModuleDict, not in plain lists or dicts; or pass the state in and return it.")
-GENERIC_FIX = ("read torch.export's message above (a failure LEGO does not sort into a class). Common causes: Python control "
-               "flow on tensor values, `.data` or `.item()` in forward, one tensor registered in two modules or a buffer that "
-               "is a view of another, an operation torch.export cannot trace. Check that "
-               "torch.export.export(Model(*get_init_inputs()).eval(), tuple(get_inputs())) works on the file; if it does, "
-               "please report it with the model file.")
+GENERIC_FIX = ("LEGO does not sort this failure of torch.export into a class; torch's words are quoted in the message. "
+               "Common causes: Python control flow on tensor values, `.data` or `.item()` in forward, one tensor registered in "
+               "two modules or a buffer that is a view of another, an operation torch.export cannot trace. "
+               "torch.export.export(Model(*get_init_inputs()).eval(), tuple(get_inputs())) on the file shows torch's whole "
+               "report; if that call works, please report it with the model file.")
+DECOMPOSITION_WHAT = ("torch.export captured the model, but decomposing its graph to core ATen (the op set LEGO plans "
+                      "with) failed")
+# a decomposition gave a tensor other strides than the op it replaced, and a later .view() relies on the op's
+VIEW_PATTERNS = (r"Cannot view a tensor", r"view size is not compatible with input tensor's size and stride")
+DECOMPOSITION_VIEW_FIX = ("the model itself exports: one op's core-ATen decomposition gives a tensor other strides than "
+                          "the op does, and the .view() the message names relies on the op's. At that line use .reshape(...) "
+                          "instead of .view(...) (or .contiguous() before it); in a library model, pick another "
+                          "implementation of the op before it (a Hugging Face model: attn_implementation=\"eager\" in "
+                          "its config). If neither helps, please report it with the model file.")
+DECOMPOSITION_FIX = ("the model itself exports: torch's core-ATen decomposition of an op fails on it "
+                     "(torch.export.export(...).run_decompositions() reproduces it). Compute that part with other "
+                     "operations (in a library model, pick another implementation of the op, e.g. a Hugging Face "
+                     "model's attn_implementation), or please report it with the model file.")
 
 
 def classify(exc: BaseException) -> tuple[str, dict]:
@@ -115,13 +140,15 @@ def raw_lines(exc: BaseException, limit: int = 1, chars: int = 140) -> str:
 
 def explain(exc: BaseException, path: str | None, line: int | None) -> ProblemError:
     """The ProblemError for torch.export's ``exc`` (see the module docstring):
-    ``message`` what happened, then torch's first line; ``hint`` the class's
-    fix; ``kind`` the class name; ``raw`` torch's whole message."""
+    ``message`` what happened, then torch's first line (for a failure of no
+    class, where it failed too: the op and the innermost source line torch
+    names, :func:`failure_summary`); ``hint`` the class's fix; ``kind`` the
+    class name (``other`` for none); ``raw`` torch's whole message."""
     kind, groups = classify(exc)
     entry = next((c for c in CLASSES if c[0] == kind), None)
-    raw = raw_lines(exc)
-    if entry is None:
-        message = f"torch.export could not capture the model: {raw}"
+    raw = raw_lines(exc)  # a class's own sentence says what happened: torch's first line is enough beside it
+    if entry is None:  # torch's words are all there is: its first line and where it failed
+        message = f"torch.export could not capture the model: {failure_summary(exc, path)}"
         hint = GENERIC_FIX
     elif kind == "mutated constant" and groups.get("name", "").startswith("lifted_tensor"):
         message = f"torch.export could not capture the model: {kind}: {LIFTED_WHAT}. torch.export said: {raw}"
@@ -134,6 +161,96 @@ def explain(exc: BaseException, path: str | None, line: int | None) -> ProblemEr
     error.kind = kind
     error.raw = f"{type(exc).__name__}: {exc}"
     return error
+
+
+def decomposition_error(exc: BaseException, path: str | None, line: int | None, tried: list[str] = ()) -> ProblemError:
+    """The ProblemError (class ``decomposition``) for a program that
+    torch.export captured but ``run_decompositions`` could not decompose,
+    even with the ops ``tried`` kept whole (``lego_core.decompose``):
+    ``message`` says so, quotes torch's first line and where it failed (the
+    op, the innermost source line and the model file's line,
+    :func:`failure_summary`); ``hint`` what to try (a view that relies on an
+    op's strides: reshape; else another implementation, or a report);
+    ``raw`` torch's whole message.  It never suggests running
+    torch.export.export, which works on such a file."""
+    tried_text = f"; LEGO also tried {' and '.join(tried)}, which failed too" if tried else ""
+    message = f"{DECOMPOSITION_WHAT}: {failure_summary(exc, path)}{tried_text}"
+    text = str(exc)
+    hint = DECOMPOSITION_VIEW_FIX if any(re.search(p, text) for p in VIEW_PATTERNS) else DECOMPOSITION_FIX
+    error = ProblemError(message, path, line, hint=hint)
+    error.kind = "decomposition"
+    error.raw = f"{type(exc).__name__}: {exc}"
+    return error
+
+
+@dataclasses.dataclass(frozen=True)
+class FailureSite:
+    """Where torch says a failure happened.  ``op``: the ATen op of the graph
+    node it was executing (``aten.view.default``), from torch's "While
+    executing %node : ... target=torch.ops.aten.view.default" line, or "";
+    ``frame``: the innermost source frame of the user stack torch printed
+    ("Original traceback:" / "File ..., line N"), as (file, line, text), or
+    None; ``user``: the last frame of that stack in the model file ``path``,
+    as (line, text), or None."""
+
+    op: str
+    frame: tuple | None
+    user: tuple | None
+
+
+_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)(?:, in [^\n]*)?\n(?P<text>[^\n]*)')
+
+
+def failure_site(exc: BaseException, path: str | None = None) -> FailureSite:
+    """The :class:`FailureSite` torch's message for ``exc`` names."""
+    text = str(exc)
+    found = re.search(r"While executing %\S+ : .*?target=(?:torch\.ops\.)?(?P<op>[\w.]+)", text)
+    frames = [(m["file"], int(m["line"]), m["text"].strip()) for m in _FRAME.finditer(text)]
+    frames = [f for f in frames if not f[2].startswith("File ")]  # a frame whose source line torch left out
+    user = [(line, source) for file, line, source in frames if path is not None and file == path]
+    return FailureSite(found["op"] if found else "", frames[-1] if frames else None, user[-1] if user else None)
+
+
+def short_file(file: str) -> str:
+    """A library file's path from its package on (``transformers/pytorch_utils.py``), else its name."""
+    parts = re.split(r"[\\/](?:site|dist)-packages[\\/]", file)
+    return parts[-1] if len(parts) > 1 else file.replace("\\", "/").rsplit("/", 1)[-1]
+
+
+def failure_summary(exc: BaseException, path: str | None = None) -> str:
+    """torch's telling lines for ``exc`` in one sentence: its first line
+    (``raw_lines``), then where (:func:`failure_site`): the op it was
+    executing, the innermost source line, and the model file's line when
+    that is another frame.  ``ValueError: Cannot view a tensor ... at
+    aten.view.default, in transformers/pytorch_utils.py line 119
+    (`x = torch.addmm(...)`), reached from line 33 of the model file
+    (`return self.gpt(...).logits`)``."""
+    summary = raw_lines(exc, chars=240)
+    site = failure_site(exc, path)
+    if site.op:
+        summary += f" at {site.op}"
+    if site.frame is not None:
+        file, line, text = site.frame
+        own = path is not None and file == path
+        summary += f", {'in the model file' if own else 'in ' + short_file(file)} line {line}" + (f" (`{_clip(text)}`)" if text else "")
+        if site.user is not None and not own:
+            summary += f", reached from line {site.user[0]} of the model file" + (f" (`{_clip(site.user[1])}`)" if site.user[1] else "")
+    return summary
+
+
+def _clip(text: str, chars: int = 120) -> str:
+    return text if len(text) <= chars else text[:chars].rstrip() + "..."
+
+
+def user_line(exc: BaseException, path: str | None) -> int | None:
+    """The last line of the model file ``path`` named in the exception: in its
+    traceback, or in the user stack torch.export writes into its message."""
+    if path is None:
+        return None
+    frames = [f.lineno for f in traceback.extract_tb(exc.__traceback__) if f.filename == path]
+    mentioned = [int(m) for m in re.findall(rf'File "{re.escape(path)}", line (\d+)', str(exc))]
+    lines = frames + mentioned
+    return lines[-1] if lines else None
 
 
 # one attribute: "The tensor attribute self.hidden was assigned ..."; several:

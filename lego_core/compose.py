@@ -395,7 +395,12 @@ def state_text(graph: Graph) -> tuple:
 
 def output_spec_text(graph: Graph) -> str | None:
     """The pytree spec of forward's output as ``treespec_dumps`` text (JSON),
-    or None when forward returns one tensor (the plan returns it as is)."""
+    or None when forward returns one tensor (the plan returns it as is).
+    Containers are tuples, lists, dicts and library output classes that
+    register themselves with pytree under ``module.Class`` (transformers'
+    ``ModelOutput``s); ``lego_runtime.unflatten_output`` rebuilds them,
+    importing such a class's module when nothing registered it yet.  What
+    cannot be written down is refused at load (``problem._check_output_structure``)."""
     spec = getattr(graph, "out_spec", None)
     if spec is None or spec.num_leaves == 1 and spec.type is None:
         return None

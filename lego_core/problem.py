@@ -93,8 +93,10 @@ def load_problem(spec: ProblemSpec) -> Problem:
     it, what the import path holds and where to put it), a missing ``Model`` /
     ``get_inputs`` / ``get_init_inputs``, an override naming no module-level
     constant, an exception while building the model or its inputs, an
-    unavailable device, a forward output that is not a tensor or a (nested) tuple, list or dict of tensors,
-    and modules of the model's folder that cannot be shipped (compiled, or beyond ``local_modules``' limits).
+    unavailable device, a forward output that is not a tensor or a (nested) tuple, list or dict of tensors
+    or a library's output class of them (``_check_output_structure``; a transformers key/value cache in the
+    output is refused with the ``use_cache=False`` fix), and modules of the model's folder that cannot be
+    shipped (compiled, or beyond ``local_modules``' limits).
     """
     try:
         return _load_problem(spec)
@@ -308,28 +310,80 @@ def _as_list(value: Any, path: str, what: str) -> list:
 
 OUTPUT_HINT = ("return a tensor, or a tuple, list or dict of tensors (nested ones too: an RNN's out, (h, c)); "
                "compute other values (counts, strings, None) outside forward.")
+USE_CACHE_HINT = ("pass use_cache=False where forward calls the Hugging Face model (e.g. `self.model(input_ids, "
+                  "use_cache=False)`, or set use_cache=False in its config), and return the tensors you need (`.logits`, "
+                  "`.last_hidden_state`) or the output object without its cache: LEGO optimizes one forward pass at fixed "
+                  "shapes, not decoding step by step with a growing key/value cache.")
 
 
-def _check_output_structure(out: Any, path: str) -> None:
-    """ProblemError unless ``out`` (not a tensor) is a tuple, list or dict of
-    tensors, nested or not, holding at least one tensor and nothing else."""
+def kv_cache_class(value: Any) -> str | None:
+    """The class name of ``value`` when it is a transformers key/value cache
+    (``transformers.cache_utils.Cache``: ``DynamicCache``, ``StaticCache``,
+    ...), else None.  Told by class name and module, so that LEGO never
+    imports transformers."""
+    for cls in type(value).__mro__:
+        if cls.__module__.split(".")[0] == "transformers" and cls.__name__.endswith("Cache"):
+            return type(value).__name__
+    return None
+
+
+def _container_types(spec: Any) -> list[type]:
+    """Every container class of a pytree spec (tuple, dict, a ModelOutput class, ...), outermost first."""
+    found, stack = [], [spec]
+    while stack:
+        node = stack.pop(0)
+        if node.type is not None and node.type not in found:
+            found.append(node.type)
+        # children() since torch 2.13 (children_specs deprecated there); the dataclass field before
+        stack += list(node.children() if callable(getattr(node, "children", None)) else node.children_specs)
+    return found
+
+
+def _check_output_structure(out: Any, path: str, module_name: str | None = None) -> None:
+    """ProblemError unless ``out`` (not a tensor) is a structure ModelNew can
+    return too: a tuple, list or dict of tensors, nested or not, or a
+    library's output class registered with ``torch.utils._pytree`` (transformers'
+    ``ModelOutput``: ``CausalLMOutput``, ``BaseModelOutputWithPast``), holding
+    at least one tensor and nothing else.
+
+    Refused, each with its fix: anything else (a number, a string); a
+    transformers key/value cache among the values (``use_cache=True``, the
+    Hugging Face default: :data:`USE_CACHE_HINT`); other non-tensor values;
+    no tensor at all; a container class defined in the model file itself
+    (``module_name``: the module the file was loaded as; the optimized model
+    imports the file under another name and could not find the class
+    again); a structure ``treespec_dumps`` cannot write down (a namedtuple),
+    from which ``compose.output_spec_text`` writes ``OUTPUT_SPEC``."""
     kind = type(out).__name__
-    if not isinstance(out, (tuple, list, dict)):
+    pytree = torch.utils._pytree
+    if not isinstance(out, (tuple, list, dict)) and type(out) not in pytree.SUPPORTED_NODES:
         raise ProblemError(f"Model.forward returned {kind}, not a tensor (nor a tuple, list or dict of tensors).", path, hint=OUTPUT_HINT)
-    leaves = torch.utils._pytree.tree_leaves(out)
+    leaves, spec = pytree.tree_flatten(out)
+    caches = sorted({name for name in map(kv_cache_class, leaves) if name})
+    if caches:
+        raise ProblemError(f"Model.forward returned a {kind} holding a {', '.join(caches)}: transformers' key/value cache, which a "
+                           "Hugging Face model returns when use_cache is on (its default); LEGO optimizes a forward that "
+                           "returns tensors only.", path, hint=USE_CACHE_HINT)
     others = sorted({type(leaf).__name__ for leaf in leaves if not isinstance(leaf, torch.Tensor)})
     if others:
         raise ProblemError(f"Model.forward returned a {kind} holding {', '.join(others)}: LEGO optimizes a forward that returns "
                            "tensors only.", path, hint=OUTPUT_HINT)
     if not leaves:
         raise ProblemError(f"Model.forward returned an empty {kind}: there is no tensor to optimize.", path, hint=OUTPUT_HINT)
+    own = [t.__name__ for t in _container_types(spec) if module_name and getattr(t, "__module__", None) == module_name]
+    if own:
+        raise ProblemError(f"Model.forward returned a {own[0]}, a class defined in the model file: the optimized model loads "
+                           "the file under another module name and could not rebuild it.", path,
+                           hint="return a plain tuple or dict of its tensors (dict(out) for a ModelOutput, dataclasses.asdict(out) "
+                           "for a dataclass), or an output class of an installed library (transformers' ModelOutput classes "
+                           "work).")
     try:  # ModelNew rebuilds the structure from this text (compose.output_spec_text)
-        torch.utils._pytree.treespec_dumps(torch.utils._pytree.tree_flatten(out)[1])
+        pytree.treespec_dumps(spec)
     except Exception:  # noqa: BLE001 - a namedtuple or another container type that cannot be written down
         what = f"the namedtuple {kind}" if hasattr(out, "_fields") else f"a {kind} holding a namedtuple or another container type"
         raise ProblemError(f"Model.forward returned {what}, which LEGO cannot rebuild in the optimized model: it returns plain "
-                           "tuples, lists and dicts of tensors.", path, hint="return a plain tuple or dict (tuple(out) or out._asdict() for a "
-                           "namedtuple).") from None
+                           "tuples, lists and dicts of tensors, and output classes of installed libraries.", path,
+                           hint="return a plain tuple or dict (tuple(out) or out._asdict() for a namedtuple).") from None
 
 
 def _check_forward(problem: Problem) -> None:
@@ -354,7 +408,7 @@ def _check_forward(problem: Problem) -> None:
     if error is not None:  # a Python number kept as state: torch.export bakes it in, LEGO cannot carry it
         raise error
     if not isinstance(out, torch.Tensor):
-        _check_output_structure(out, problem.spec.path)
+        _check_output_structure(out, problem.spec.path, problem.module.__name__)
     for k, x in enumerate(inputs):
         if isinstance(x, torch.Tensor) and x.numel() == 0:
             raise ProblemError(

@@ -497,11 +497,50 @@ _OUTPUT_SPECS = {}
 def unflatten_output(leaves, spec_text):
     """The plan's output tensors ``leaves`` (pytree order) in the structure
     forward returns (``spec_text``: ``torch.utils._pytree.treespec_dumps``
-    of the captured output spec): a tuple, list or dict, nested too."""
+    of the captured output spec): a tuple, list or dict, nested too, or a
+    library's output class that registers itself with pytree (transformers'
+    ``ModelOutput``: ``CausalLMOutput(logits=...)``, rebuilt as that class).
+    Raises RuntimeError when such a class cannot be found (``_load_spec``)."""
     spec = _OUTPUT_SPECS.get(spec_text)
     if spec is None:
-        spec = _OUTPUT_SPECS[spec_text] = torch.utils._pytree.treespec_loads(spec_text)
+        spec = _OUTPUT_SPECS[spec_text] = _load_spec(spec_text)
     return torch.utils._pytree.tree_unflatten(list(leaves), spec)
+
+
+def _load_spec(spec_text):
+    """``treespec_loads(spec_text)``; a container class the text names by
+    ``module.Class`` that is not registered yet (transformers registers a
+    ``ModelOutput`` class when its module is imported, and the model file may
+    import only part of the library) has its module imported first."""
+    import importlib
+    import json
+
+    pytree = torch.utils._pytree
+    try:
+        return pytree.treespec_loads(spec_text)
+    except NotImplementedError:  # "Deserializing transformers.modeling_outputs.X in pytree is not registered"
+        pass
+    registered = getattr(pytree, "SERIALIZED_TYPE_TO_PYTHON_TYPE", {})
+    missing, stack = [], [json.loads(spec_text)[1]]
+    while stack:
+        node = stack.pop()
+        name = node.get("type")
+        if name and name not in registered and name not in missing:
+            missing.append(name)
+        stack += node.get("children_spec") or []
+    for name in missing:
+        module = name.rpartition(".")[0]
+        try:
+            importlib.import_module(module)
+        except Exception as exc:  # noqa: BLE001 - said below with the class it was for
+            raise RuntimeError(f"the optimized model returns a {name}, as Model.forward does, and importing its module "
+                               f"{module} failed ({type(exc).__name__}: {exc}); install it where the model runs") from None
+    try:
+        return pytree.treespec_loads(spec_text)
+    except NotImplementedError:
+        raise RuntimeError(f"the optimized model returns {', '.join(missing)}, as Model.forward does, and importing "
+                           "its module did not register it with torch.utils._pytree: return a plain tuple or dict from "
+                           "Model.forward and optimize it again") from None
 
 
 def with_strides(x, strides):
