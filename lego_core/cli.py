@@ -138,7 +138,16 @@ def summary_table(report: dict) -> Table:
         table.add_row("optimized (measured)", f"{timing['optimized_ms']:.4f} ms")
     launch = report.get("launch")
     if launch:
-        table.add_row("launch" + (" (measured)" if launch.get("measured") else ""), launch.get("chosen", launch["forward"]))
+        chosen = launch.get("chosen", launch["forward"])
+        if launch.get("forward") == "original":  # the plan is not what runs: say so where the speedup is read
+            chosen += " (your own forward, not LEGO's plan)"
+        table.add_row("launch" + (" (measured)" if launch.get("measured") else ""), escape(chosen))
+    failed = [k for k in (report.get("capture") or {}).get("kept_whole", []) if k.get("cause") == "decomposition failed"]
+    if failed:  # torch could not decompose these: they run as library calls, whole
+        table.add_row("kept whole (decomposition failed)", escape(", ".join(str(k.get("op")) for k in failed[:4])))
+    settings = report.get("model_file_torch_settings") or {}
+    if settings:  # the user's own flags: kept in force, in LEGO's processes and when ModelNew is imported
+        table.add_row("torch settings of the model file", escape(", ".join(f"{k} = {v!r}" for k, v in settings.items())[:200]))
     if metrics.get("strategy") == "monolithic":
         how = "monolithic: one agent, the whole model"
     else:

@@ -229,7 +229,7 @@ def model_source(graph: Graph, items: list[OrNode], problem, run_id: str, kernel
     parts.append(f"# the strides of eager's output when the model was optimized (None: not one tensor)\nEAGER_OUTPUT_STRIDES = {tuple(eager_strides) if eager_strides is not None else None!r}\n")
     parts.append(f"# the structure forward returns its tensors in (torch.utils._pytree; None: one tensor)\nOUTPUT_SPEC = {output_spec_text(graph)!r}\n")
     parts.append("# plain attributes of the model's modules when it was captured (module path, name, value): torch.export baked them in\n"
-                 f"BAKED_ATTRIBUTES = {baked_attributes(problem.model)!r}\n")
+                 f"BAKED_ATTRIBUTES = {baked_attributes(problem.model, getattr(problem, 'created_attributes', ()))!r}\n")
     parts.append("# plain fields of the settings objects modules hold (module path, attribute, field, value; a Hugging Face config):\n"
                  "# torch.export baked what forward read of them; a change runs the original forward\n"
                  f"BAKED_FIELDS = {baked_fields(problem.model)!r}\n")
@@ -263,17 +263,24 @@ def _plain(value) -> bool:
     return isinstance(value, _PLAIN) and (not isinstance(value, str) or len(value) <= 200)
 
 
-def baked_attributes(model: torch.nn.Module) -> tuple:
+def baked_attributes(model: torch.nn.Module, created: list[str] | tuple = ()) -> tuple:
     """``((module path, name, value), ...)``: every plain attribute (bool,
     int, float, str, None, short tuples of them) of ``model`` and its
     submodules, as ``torch.export`` saw them (it bakes the values the
     forward reads into the graph: a temperature, an ``eps``, a flag).
     ``optimized_model.py`` keeps them so that ``ModelNew`` notices when one
     is changed after construction and runs the original forward instead of
-    a plan that still uses the old value (``lego_runtime.forward_mode``)."""
+    a plan that still uses the old value (``lego_runtime.forward_mode``).
+    ``created``: attributes (``"path.name"``) the model's first forward
+    created (``Problem.created_attributes``: transformers' flag that it
+    installed its output hooks), left out: a ModelNew whose plan runs never
+    creates them, and their absence is no changed setting."""
     baked = []
+    skip = set(created)
     for path, module in model.named_modules():
         for name, value in vars(module).items():
+            if (f"{path}.{name}" if path else name) in skip:
+                continue
             if name not in _MODULE_INTERNALS and not name.startswith("_lego") and _plain(value):
                 if isinstance(value, float) and value != value:
                     continue  # NaN never equals itself: not checkable, and rare as a setting
@@ -297,7 +304,10 @@ def baked_fields(model: torch.nn.Module) -> tuple:
     original forward, naming the field, once one changed
     (``new.gpt.config.output_hidden_states = True``).  Modules, tensors,
     callables and containers are not settings objects; the object's own
-    attributes are read from its ``__dict__``, at most :data:`MAX_FIELDS`."""
+    public attributes are read from its ``__dict__``, at most
+    :data:`MAX_FIELDS` (a private one is the library's bookkeeping, such as
+    a ``GenerationConfig``'s ``_original_object_hash``, which differs in
+    every instance: guarding it made ModelNew fall back on every call)."""
     found, seen = [], set()
     for path, module in model.named_modules():
         for name, value in vars(module).items():
@@ -306,7 +316,8 @@ def baked_fields(model: torch.nn.Module) -> tuple:
                     or not isinstance(getattr(value, "__dict__", None), dict)):
                 continue
             seen.add(id(value))
-            fields = [(field, v) for field, v in vars(value).items() if _plain(v) and not (isinstance(v, float) and v != v)]
+            fields = [(field, v) for field, v in vars(value).items()
+                      if not field.startswith("_") and _plain(v) and not (isinstance(v, float) and v != v)]
             found += [(path, name, field, tuple(v) if isinstance(v, list) else v) for field, v in fields[:MAX_FIELDS]]
     return tuple(found)
 

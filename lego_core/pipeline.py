@@ -139,6 +139,7 @@ def _run(spec: ProblemSpec, target: Path, out: Path, config: OptimizeConfig, emi
     report["moved_attributes"] = problem.moved_attributes  # plain tensor attributes the loader moved to the device
     report["model_file_torch_settings"] = problem.torch_settings  # flags the file set at import: the user's, kept in force
     report["layout"] = layout_report  # setting, channels_last used, fallback reason if any
+    report["capture"] = {"kept_whole": [k.to_dict() for k in graph.kept_whole]}  # ops left un-decomposed (library calls) and why
     report["sandbox"] = local_modules.report_entry(problem.local_modules, problem.spec.path)  # what the jail showed; reference_modules/
     report["run_id"] = run_id
     report["verification"] = seeds_record(config)  # the seeds, secret while the run checked candidates

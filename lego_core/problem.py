@@ -65,6 +65,8 @@ class Problem:
     torch_settings: dict = dataclasses.field(default_factory=dict)
     # the modules the model imported from its own folder (``local_modules``), shipped in the output's reference_modules/
     local_modules: LocalModules | None = None
+    # plain attributes ("path.name") the first forward created: not baked settings (``compose.baked_attributes``)
+    created_attributes: list[str] = dataclasses.field(default_factory=list)
 
     def make_inputs(self, seed: int) -> list:
         torch.manual_seed(seed)
@@ -404,7 +406,10 @@ def _check_forward(problem: Problem) -> None:
                                            outside=lambda: outside_fingerprints(problem.model, problem.module))
     if error is not None:  # containers, None-initialised, first-call or outside state: torch.export would bake it in
         raise error
-    error = python_state_error(before, plain_values(problem.model), problem.spec.path)
+    after = plain_values(problem.model)
+    # plain attributes the first call created (a library's "hooks installed" flag): bookkeeping, not settings to guard
+    problem.created_attributes = sorted(set(after) - set(before))
+    error = python_state_error(before, after, problem.spec.path)
     if error is not None:  # a Python number kept as state: torch.export bakes it in, LEGO cannot carry it
         raise error
     if not isinstance(out, torch.Tensor):

@@ -155,8 +155,10 @@ def encode(value: Any, out: list | None, depth: int = 0) -> tuple:
         return ("value", value)
     if isinstance(value, (list, tuple)) and depth < MAX_DEPTH and len(value) <= MAX_ITEMS:
         return ("list" if isinstance(value, list) else "tuple", [encode(v, out, depth + 1) for v in value])
-    if type(value) in (dict, collections.OrderedDict) and depth < MAX_DEPTH and len(value) <= MAX_ITEMS and all(type(k) in (str, int) for k in value):
-        return ("dict", [(k, encode(v, out, depth + 1)) for k, v in value.items()])  # a model's named outputs
+    if isinstance(value, dict) and depth < MAX_DEPTH and len(value) <= MAX_ITEMS and all(type(k) in (str, int) for k in value):
+        # a model's named outputs: a dict, or a dict subclass such as a Hugging Face ModelOutput (its fields
+        # that are set, in order: what torch.utils._pytree flattens), sent as a plain dict
+        return ("dict", [(k, encode(v, out, depth + 1)) for k, v in dict.items(value)])
     return ("other", type(value).__name__)
 
 
