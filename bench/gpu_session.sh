@@ -27,7 +27,9 @@
 # and timm models of bench/models/real) over every dtype in $DTYPES, $JOBS
 # (default 4) optimizer runs at a time, each capped at $MAX_SEARCH_S (60) of
 # tree search and $MODEL_TIMEOUT_S (1200) in all; then one timing process
-# per dtype.
+# per dtype.  Beside its searches, the GPU-marked real-library tests
+# (tests/integration/test_real_models.py: torchvision and timm models) in
+# $TEST_WORKERS (2) pytest workers.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 GPU_TESTS="tests/hacks/test_hacks.py tests/unit/test_gemm_epilogue.py tests/unit/test_judge_boundary.py tests/unit/test_launch.py tests/unit/test_launch_nhwc.py tests/unit/test_timing.py tests/unit/test_capture_errors.py"
@@ -56,12 +58,16 @@ if [ "${JOB:-models}" = breadth ]; then
   wait; echo done >"$LOG/DONE"; exit 0
 fi
 if [ "${JOB:-models}" = real ]; then
+  export HF_HUB_OFFLINE=1 TRANSFORMERS_VERBOSITY=error
+  # the real-library tests that need the GPU (torchvision, timm), beside the searches; done before the timing phase
+  (timeout 900 python3 -m pytest -o addopts= -p no:cacheprovider -q -rs -m gpu -n ${TEST_WORKERS:-2} tests/integration/test_real_models.py \
+    >"$LOG/gpu-tests.txt" 2>&1; echo "rc \$?" >>"$LOG/gpu-tests.txt") &
   start=\$(date +%s)
   python3 bench/real_models.py --device cuda --dtypes $(echo ${DTYPES:-bf16 fp32} | tr ' ' ,) --jobs ${JOBS:-4} \
     ${MODELS:+--models $MODELS} --timeout ${MODEL_TIMEOUT_S:-1200} --max-search-time ${MAX_SEARCH_S:-60} \
     --out-dir "$WORK/out" --results-dir "$WORK/results" >"$LOG/bench-real.txt" 2>&1
   echo "rc \$? wall \$(( \$(date +%s) - start )) s" >>"$LOG/bench-real.txt"
-  echo done >"$LOG/DONE"; exit 0
+  wait; echo done >"$LOG/DONE"; exit 0
 fi
 (python3 bench/gpu_checks/check_hacks.py >"$LOG/hacks.txt" 2>&1; echo "rc \$?" >>"$LOG/hacks.txt") &
 for dtype in ${DTYPES:-bf16 fp32}; do
