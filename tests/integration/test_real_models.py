@@ -109,16 +109,22 @@ def check_as_a_user(out: Path, where: Path, device: str, dtype: str) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def assert_delivered_and_runs_its_plan(model: Path, tmp_path: Path, device: str, dtype: str, bound: float) -> None:
+def assert_delivered_and_runs_its_plan(model: Path, tmp_path: Path, device: str, dtype: str, bound: float, triton: bool = True) -> None:
+    """Optimized, verified, and ModelNew runs what ``LAUNCH`` says (the plan on a CPU; on a GPU the measured
+    fastest of plan and original forward), matching Model within ``bound``; ``triton``: kernels must ship."""
     report = optimize_cli(model, tmp_path / "out", device, dtype)
-    assert report["end_to_end"]["passed"], report["end_to_end"]
-    assert report["end_to_end"]["forward"]["ran"] == "plan"  # the judge tested the plan, not the user's forward
-    assert report["summary"]["triton"] >= 1, report["summary"]
+    check = report["end_to_end"]
+    assert check["passed"], check
+    assert check["forward"]["ran"] == check["forward"]["requested"], check["forward"]  # what was judged is what ships
+    plan_check = check.get("plan_check", check)  # the plan itself, before the launch was chosen
+    assert plan_check["forward"]["ran"] == "plan", plan_check["forward"]  # the judge tested the plan, not the user's forward
+    if triton:
+        assert report["summary"]["triton"] >= 1, report["summary"]
     used = check_as_a_user(tmp_path / "out", tmp_path / "shipped", device, dtype)
     launch = report["launch"]["forward"]
     assert used["ran"] == [launch] * 3, used
-    if launch == "plan":
-        assert used["launches"] >= 3 * report["summary"]["triton"] // 2, used  # its Triton kernels ran, every call
+    if launch == "plan" and report["summary"]["triton"]:
+        assert used["launches"] >= 3, used  # its Triton kernels ran, every call
     assert max(used["errors"]) <= bound, used
 
 
@@ -129,8 +135,8 @@ def test_a_real_library_model_optimizes_and_modelnew_runs_its_plan_on_the_cpu(na
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("model, library", GPU_MODELS, ids=[m.stem for m, _ in GPU_MODELS])
-@pytest.mark.parametrize("dtype, bound", [("bf16", 2e-2), ("fp32", 5e-3)])
+@pytest.mark.parametrize("dtype, bound", [("bf16", 2e-2), ("fp32", 5e-3)])  # fp32: cuDNN's TF32 convolutions
 def test_a_torchvision_or_timm_model_optimizes_and_runs_its_plan_on_the_gpu(model, library, dtype, bound, tmp_path):
     if importlib.util.find_spec(library) is None:
         pytest.skip(f"{library} is not installed")
-    assert_delivered_and_runs_its_plan(model, tmp_path, "cuda", dtype, bound)
+    assert_delivered_and_runs_its_plan(model, tmp_path, "cuda", dtype, bound, triton=False)
