@@ -75,9 +75,19 @@ class Problem:
 
 
 def cast_input(value: Any, spec: ProblemSpec) -> Any:
-    """Move a tensor to ``spec.device``; floating tensors also take ``spec.dtype``."""
+    """Move a tensor to ``spec.device``; floating tensors also take ``spec.dtype``.
+
+    A tensor whose elements share memory (an ``expand``-ed mask: a stride of
+    0 along a dimension of size > 1) is made contiguous: the values are the
+    same, but the plan's kernels and ``out=`` library calls write results in
+    the layout they were captured with, and no buffer may be written in a
+    layout where several elements are one memory location.  ``ModelNew``
+    copies such an input into the dense layout the plan expects
+    (``lego_runtime.with_strides``), as it does a transposed one."""
     if not isinstance(value, torch.Tensor):
         return value
+    if any(stride == 0 and size > 1 for stride, size in zip(value.stride(), value.shape)):
+        value = value.contiguous()
     if value.is_floating_point():
         return value.to(device=spec.device, dtype=spec.torch_dtype)
     return value.to(device=spec.device)

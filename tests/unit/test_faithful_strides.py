@@ -71,6 +71,37 @@ def get_init_inputs():
 '''
 
 
+# get_inputs() itself gives an expanded tensor (a padding mask broadcast over the batch, as users write
+# attention_mask = (...).long().expand(batch, seq)): found by the README's BERT example, whose composed
+# model failed with "more than one element of the written-to tensor refers to a single memory location"
+EXPANDED_EXAMPLE = '''
+import torch
+import torch.nn as nn
+
+batch_size = 4
+seq_len = 8
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(seq_len, seq_len)
+
+    def forward(self, x, mask):
+        bias = (1.0 - mask[:, None, :].to(x.dtype)) * -10000.0
+        return torch.softmax(self.proj(x)[:, :, None, :].squeeze(2) + bias, dim=-1) * mask[:, None, :]
+
+
+def get_inputs():
+    mask = (torch.arange(seq_len) < seq_len - 2).long().expand(batch_size, seq_len)
+    return [torch.randn(batch_size, 3, seq_len), mask]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
 def optimized(tmp_path_factory, name, source):
     folder = tmp_path_factory.mktemp(name)
     path = write_model(folder, name, source)
@@ -127,3 +158,19 @@ def test_channels_last_input_to_a_model_optimized_in_nchw(conv_model):
     same_as_eager(conv_model, x)
     sliced = torch.randn(4, 3, 6, 6).contiguous(memory_format=torch.channels_last)[::2]
     same_as_eager(conv_model, sliced)
+
+
+def test_a_model_whose_example_input_is_expanded_is_optimized_and_takes_expanded_and_dense_inputs(tmp_path_factory):
+    """The optimizer densifies an example input whose elements share memory (problem.cast_input);
+    ModelNew then copies an expanded input into the dense layout, and a dense one goes as it is."""
+    module = optimized(tmp_path_factory, "expanded_example", EXPANDED_EXAMPLE)
+    model, new = fresh_pair(module)
+    for seed in range(3):
+        torch.manual_seed(seed)
+        x, mask = module.get_inputs()
+        assert mask.stride() == (0, 1)
+        with torch.no_grad():
+            expected = model(x, mask)
+            torch.testing.assert_close(new(x, mask), expected, atol=1e-5, rtol=1e-5)
+            torch.testing.assert_close(new(x, mask.contiguous()), expected, atol=1e-5, rtol=1e-5)
+        assert new.lego_last_forward == "plan"
