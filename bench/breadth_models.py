@@ -195,14 +195,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def parse_args(argv: list[str] | None = None):
-    args = build_parser().parse_args(argv)
+def check_dtypes_and_jobs(args) -> None:
+    """``args.dtypes`` split into a list; SystemExit naming a dtype LEGO does
+    not know or a ``--jobs`` below 1 (bench-breadth and bench-real)."""
     args.dtypes = [d for d in args.dtypes.split(",") if d]
     bad = [d for d in args.dtypes if d not in gm.DEFAULT_TOL]
     if bad:
         raise SystemExit(f"unknown dtype {', '.join(bad)}: use fp32, bf16, fp16")
     if args.jobs < 1:
         raise SystemExit(f"--jobs {args.jobs}: give 1 or more optimizer runs at once")
+
+
+def parse_args(argv: list[str] | None = None):
+    args = build_parser().parse_args(argv)
+    check_dtypes_and_jobs(args)
     args.timeout = args.timeout or (1800.0 if args.device == "cuda" else 300.0)
     if args.device == "cpu" and not any(a.startswith("--max-search-time") for a in args.search_arg):
         args.search_arg.append(f"--max-search-time={CPU_SEARCH_S:g}")

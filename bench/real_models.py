@@ -474,12 +474,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def parse_args(argv: list[str] | None = None):
     args = build_parser().parse_args(argv)
-    args.dtypes = [d for d in args.dtypes.split(",") if d]
-    bad = [d for d in args.dtypes if d not in gm.DEFAULT_TOL]
-    if bad:
-        raise SystemExit(f"unknown dtype {', '.join(bad)}: use fp32, bf16, fp16")
-    if args.jobs < 1:
-        raise SystemExit(f"--jobs {args.jobs}: give 1 or more optimizer runs at once")
+    bm.check_dtypes_and_jobs(args)
     args.timeout = args.timeout or (1200.0 if args.device == "cuda" else 600.0)
     args.modes = [m for m in args.modes.split(",") if m]
     args.out_dir = args.out_dir.resolve()

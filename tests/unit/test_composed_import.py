@@ -86,19 +86,23 @@ def python(code: str, cwd: Path, timeout: float = 240) -> subprocess.CompletedPr
     return subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env(), capture_output=True, text=True, timeout=timeout)
 
 
+def optimize_cli(model: Path, out: Path, search_s: str) -> subprocess.CompletedProcess:
+    """``python -m lego_core optimize`` of ``model`` on the CPU into ``out``, as a user runs it."""
+    return subprocess.run(
+        [sys.executable, "-m", "lego_core", "optimize", str(model), "--device", "cpu", "--out", str(out),
+         "--max-search-time", search_s, "--no-cache"],
+        cwd=REPO, env=env(), capture_output=True, text=True, timeout=600,
+    )
+
+
 @pytest.fixture(scope="module")
 def delivered(tmp_path_factory):
     """The output folder of one CLI run of MODEL at its file sizes."""
     root = tmp_path_factory.mktemp("composed")
     (root / "flagged.py").write_text(MODEL)
-    out = root / "out"
-    proc = subprocess.run(
-        [sys.executable, "-m", "lego_core", "optimize", str(root / "flagged.py"), "--device", "cpu", "--out", str(out),
-         "--max-search-time", "10", "--no-cache"],
-        cwd=REPO, env=env(), capture_output=True, text=True, timeout=600,
-    )
+    proc = optimize_cli(root / "flagged.py", root / "out", "10")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return out
+    return root / "out"
 
 
 def test_a_model_file_that_writes_loads_a_library_and_sets_torch_flags_at_import_is_delivered(delivered):
@@ -209,11 +213,7 @@ def test_a_run_whose_modelnew_falls_back_to_the_original_forward_says_so_instead
     ModelNew), so the plan never runs: the run says why and claims nothing."""
     (tmp_path / "model.py").write_text(FALLS_BACK)
     out = tmp_path / "out"
-    proc = subprocess.run(
-        [sys.executable, "-m", "lego_core", "optimize", str(tmp_path / "model.py"), "--device", "cpu", "--out", str(out),
-         "--max-search-time", "5", "--no-cache"],
-        cwd=REPO, env=env(), capture_output=True, text=True, timeout=600,
-    )
+    proc = optimize_cli(tmp_path / "model.py", out, "5")
     text = " ".join((proc.stdout + proc.stderr).split())
     assert proc.returncode != 0, text
     assert "ModelNew ran the original forward instead of LEGO's plan" in text and "kind" in text, text
