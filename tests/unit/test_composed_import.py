@@ -75,6 +75,8 @@ HOSTILE = {
     "library": ("__import__('ctypes').CDLL(None)", "importing it started a process or loaded a library"),
     "patches torch": ("import torch\ntorch.softmax = lambda *a, **k: None", "importing it replaced torch.softmax"),
     "torch flag": ("import torch\ntorch.backends.cudnn.deterministic = True", "importing it changed global torch state"),
+    # PyTorch's C++ file writer: no open() for the audit hook to see (found by a fresh-user trial)
+    "torch.save": ("import torch\ntorch.save(torch.zeros(1), __file__ + '.pt')", "importing it wrote files (torch.save"),
 }
 
 
