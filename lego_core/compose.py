@@ -241,6 +241,9 @@ def model_source(graph: Graph, items: list[OrNode], problem, run_id: str, kernel
                  f"GLOBAL_TENSORS = {global_tensors(problem.model, problem.module)!r}\n")
     parts.append("# plain tensor attributes the plan reads as constants (module path, name, constant): a change runs the original forward\n"
                  f"CONSTANT_ATTRIBUTES = {constant_attributes(graph, problem.model)!r}\n")
+    lazy = [c for c in constant_attributes(graph, problem.model) if (f"{c[0]}.{c[1]}" if c[0] else c[1]) in getattr(problem, "lazy_tensors", ())]
+    parts.append("# those the model's first forward makes (None or absent before it): a ModelNew whose plan runs never makes them\n"
+                 f"LAZY_CONSTANTS = {tuple((p, n) for p, n, _c in lazy)!r}\n")
     parts.append("# module state forward writes (dotted name, how eager writes it: \"in place\" or \"reassigned\", shape, dtype): read and written back at every call\n"
                  f"STATE = {state_text(graph)!r}\n")
     parts.append(f"PLAN_DEVICE = {spec.device!r}\n")
@@ -472,6 +475,7 @@ def _model_class(graph: Graph, user_inputs: list[fx.Node], is_tensor: list[bool]
         "    _lego_global_tensors = GLOBAL_TENSORS",
         "    _lego_reference = reference_model  # the model file's namespace, where those globals live",
         "    _lego_constant_attributes = CONSTANT_ATTRIBUTES",
+        "    _lego_lazy_constants = LAZY_CONSTANTS",
         "    _lego_plan_device = PLAN_DEVICE",
         "    _lego_state = STATE",
         "",

@@ -69,6 +69,8 @@ class Problem:
     created_attributes: list[str] = dataclasses.field(default_factory=list)
     # fields of settings objects ("path.attribute.field") that forward writes without changing its outputs: not guarded
     written_fields: list[str] = dataclasses.field(default_factory=list)
+    # plain tensor attributes ("path.name") the first forward made where there was None or nothing: constants made once
+    lazy_tensors: list[str] = dataclasses.field(default_factory=list)
 
     def make_inputs(self, seed: int) -> list:
         torch.manual_seed(seed)
@@ -409,6 +411,7 @@ def _check_forward(problem: Problem) -> None:
     if error is not None:  # captured into the plan, and run again by ModelNew's call
         raise error
     before = plain_values(problem.model)
+    tensors_before = _tensor_attributes(problem.model)
 
     def call():
         return _call_user(problem.spec.path, "running Model.forward on get_inputs()", lambda: problem.model(*inputs))
@@ -421,6 +424,8 @@ def _check_forward(problem: Problem) -> None:
     after = plain_values(problem.model)
     # plain attributes the first call created (a library's "hooks installed" flag): bookkeeping, not settings to guard
     problem.created_attributes = sorted(set(after) - set(before))
+    # tensors the first call made where there was None or nothing (a constant made once, lazily)
+    problem.lazy_tensors = sorted(set(_tensor_attributes(problem.model)) - set(tensors_before))
     error = python_state_error(before, after, problem.spec.path)
     if error is not None:  # a Python number kept as state: torch.export bakes it in, LEGO cannot carry it
         raise error
@@ -433,6 +438,17 @@ def _check_forward(problem: Problem) -> None:
                 problem.spec.path,
                 hint="give every size constant a value of at least 1.",
             )
+
+
+def _tensor_attributes(model: torch.nn.Module) -> list[str]:
+    """``"path.name"`` of every plain tensor attribute of ``model``'s modules
+    (neither parameter nor buffer)."""
+    found = []
+    for prefix, module in model.named_modules():
+        owned = set(module._parameters) | set(module._buffers)
+        found += [f"{prefix}.{name}" if prefix else name for name, value in vars(module).items()
+                  if name not in owned and isinstance(value, torch.Tensor)]
+    return found
 
 
 def check_repeatable(problem: Problem) -> None:

@@ -222,13 +222,16 @@ class BoundTensors(_Cache):
                 d.get(n, _MISSING) is t and _version_of(t) == v for d, n, t, v in self._constant_slots):
             return self._constants_changed
         modules = dict(model.named_modules())
+        lazy = set(getattr(model, "_lego_lazy_constants", ()))
         slots, changed = [], ""
         for path, name, constant in specs:
             slot = vars(modules[path]) if path in modules else {}
             now = slot.get(name, _MISSING)
             saved = model._lego_constants[constant]
-            same = (isinstance(now, torch.Tensor) and now.shape == saved.shape and now.dtype == saved.dtype
-                    and torch.equal(now.detach().to(saved.device), saved))
+            # a constant the first eager call makes: not made yet, the plan's saved copy is what that call makes
+            not_made = (path, name) in lazy and (now is None or now is _MISSING)
+            same = not_made or (isinstance(now, torch.Tensor) and now.shape == saved.shape and now.dtype == saved.dtype
+                                and torch.equal(now.detach().to(saved.device), saved))
             if not same and not changed:
                 changed = f"{path}.{name}" if path else name
             slots.append((slot, name, now, _version_of(now)))
