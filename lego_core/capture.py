@@ -27,7 +27,7 @@ from torch.export.graph_signature import InputKind
 from lego_core import capture_errors, state, state_checks
 from lego_core.decompose import KeptWhole, decompose
 from lego_core.faithful_capture import check_fast_paths, check_stateless
-from lego_core.problem import Problem, ProblemError
+from lego_core.problem import Problem, ProblemError, check_repeatable
 
 
 @dataclasses.dataclass(frozen=True)
@@ -456,6 +456,7 @@ def capture_graph(problem: Problem, channels_last: bool = False) -> Graph:
             ".copy_(new_value)), which LEGO carries.",
         )
     problem.state_targets = [u.target for u in graph.state_updates]  # the end-to-end judge compares them too
+    check_repeatable(problem)  # state no tensor holds (a settings object's counter): the same call twice, other outputs
     return graph
 
 

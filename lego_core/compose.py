@@ -202,7 +202,7 @@ def model_source(graph: Graph, items: list[OrNode], problem, run_id: str, kernel
     shapes = [tuple(x.shape) for x in example if isinstance(x, torch.Tensor)]
     reference = _reference_lines(spec.overrides, run_id)
     settings = ", ".join([f"{k}={format_override(v)}" for k, v in spec.overrides.items()] + [spec.dtype, spec.device])
-    dtype_arg = "" if spec.dtype == "fp32" else f", {problem.spec.torch_dtype}"
+    dtype_arg = f", {problem.spec.torch_dtype}"  # always: a model file may change torch's default dtype at import
     parts = [
         HEADER.format(
             model=spec.name,
@@ -232,7 +232,7 @@ def model_source(graph: Graph, items: list[OrNode], problem, run_id: str, kernel
                  f"BAKED_ATTRIBUTES = {baked_attributes(problem.model, getattr(problem, 'created_attributes', ()))!r}\n")
     parts.append("# plain fields of the settings objects modules hold (module path, attribute, field, value; a Hugging Face config):\n"
                  "# torch.export baked what forward read of them; a change runs the original forward\n"
-                 f"BAKED_FIELDS = {baked_fields(problem.model)!r}\n")
+                 f"BAKED_FIELDS = {baked_fields(problem.model, getattr(problem, 'written_fields', ()))!r}\n")
     parts.append("# plain values of the model file's globals that forward reads and of its classes' attributes (\"global\" or \"class\", class, name, value):\n"
                  "# torch.export baked them in; a change runs the original forward (lego_core.baked_globals)\n"
                  f"BAKED_GLOBALS = {baked_globals(problem.model, problem.module)!r}\n")
@@ -241,6 +241,9 @@ def model_source(graph: Graph, items: list[OrNode], problem, run_id: str, kernel
                  f"GLOBAL_TENSORS = {global_tensors(problem.model, problem.module)!r}\n")
     parts.append("# plain tensor attributes the plan reads as constants (module path, name, constant): a change runs the original forward\n"
                  f"CONSTANT_ATTRIBUTES = {constant_attributes(graph, problem.model)!r}\n")
+    lazy = [c for c in constant_attributes(graph, problem.model) if (f"{c[0]}.{c[1]}" if c[0] else c[1]) in getattr(problem, "lazy_tensors", ())]
+    parts.append("# those the model's first forward makes (None or absent before it): a ModelNew whose plan runs never makes them\n"
+                 f"LAZY_CONSTANTS = {tuple((p, n) for p, n, _c in lazy)!r}\n")
     parts.append("# module state forward writes (dotted name, how eager writes it: \"in place\" or \"reassigned\", shape, dtype): read and written back at every call\n"
                  f"STATE = {state_text(graph)!r}\n")
     parts.append(f"PLAN_DEVICE = {spec.device!r}\n")
@@ -258,8 +261,13 @@ _MODULE_INTERNALS = frozenset(vars(torch.nn.Module())) | {"training"}
 
 
 def _plain(value) -> bool:
+    """Whether ``value`` is a setting torch.export may bake: a bool, int,
+    float, short str or None, or a short tuple, list or dict of them (a
+    dict's keys plain scalars; a module's ``self.hparams = {"shift": 0.5}``)."""
     if isinstance(value, (tuple, list)):
         return len(value) <= 16 and all(_plain(v) for v in value)
+    if type(value) is dict:
+        return len(value) <= 64 and all(isinstance(k, _PLAIN) and _plain(v) for k, v in value.items())
     return isinstance(value, _PLAIN) and (not isinstance(value, str) or len(value) <= 200)
 
 
@@ -292,7 +300,7 @@ _CONTAINERS = (dict, list, tuple, set, frozenset, str, bytes, type)
 MAX_FIELDS = 256  # plain fields kept per settings object (a Hugging Face config has 40-100)
 
 
-def baked_fields(model: torch.nn.Module) -> tuple:
+def baked_fields(model: torch.nn.Module, written: list[str] | tuple = ()) -> tuple:
     """``((module path, attribute, field, value), ...)``: the plain fields of
     the settings objects ``model``'s modules hold as attributes (a Hugging
     Face module's ``self.config``, whose ``use_return_dict``,
@@ -307,8 +315,10 @@ def baked_fields(model: torch.nn.Module) -> tuple:
     public attributes are read from its ``__dict__``, at most
     :data:`MAX_FIELDS` (a private one is the library's bookkeeping, such as
     a ``GenerationConfig``'s ``_original_object_hash``, which differs in
-    every instance: guarding it made ModelNew fall back on every call)."""
-    found, seen = [], set()
+    every instance: guarding it made ModelNew fall back on every call);
+    ``written``: fields (``"path.attribute.field"``) that forward writes
+    without changing its outputs (``Problem.written_fields``), left out."""
+    found, seen, skip = [], set(), set(written)
     for path, module in model.named_modules():
         for name, value in vars(module).items():
             if (name in _MODULE_INTERNALS or name.startswith("_lego") or id(value) in seen or callable(value)
@@ -318,7 +328,8 @@ def baked_fields(model: torch.nn.Module) -> tuple:
             seen.add(id(value))
             fields = [(field, v) for field, v in vars(value).items()
                       if not field.startswith("_") and _plain(v) and not (isinstance(v, float) and v != v)]
-            found += [(path, name, field, tuple(v) if isinstance(v, list) else v) for field, v in fields[:MAX_FIELDS]]
+            found += [(path, name, field, tuple(v) if isinstance(v, list) else v) for field, v in fields[:MAX_FIELDS]
+                      if ".".join(p for p in (path, name, field) if p) not in skip]
     return tuple(found)
 
 
@@ -464,6 +475,7 @@ def _model_class(graph: Graph, user_inputs: list[fx.Node], is_tensor: list[bool]
         "    _lego_global_tensors = GLOBAL_TENSORS",
         "    _lego_reference = reference_model  # the model file's namespace, where those globals live",
         "    _lego_constant_attributes = CONSTANT_ATTRIBUTES",
+        "    _lego_lazy_constants = LAZY_CONSTANTS",
         "    _lego_plan_device = PLAN_DEVICE",
         "    _lego_state = STATE",
         "",

@@ -67,6 +67,10 @@ class Problem:
     local_modules: LocalModules | None = None
     # plain attributes ("path.name") the first forward created: not baked settings (``compose.baked_attributes``)
     created_attributes: list[str] = dataclasses.field(default_factory=list)
+    # fields of settings objects ("path.attribute.field") that forward writes without changing its outputs: not guarded
+    written_fields: list[str] = dataclasses.field(default_factory=list)
+    # plain tensor attributes ("path.name") the first forward made where there was None or nothing: constants made once
+    lazy_tensors: list[str] = dataclasses.field(default_factory=list)
 
     def make_inputs(self, seed: int) -> list:
         torch.manual_seed(seed)
@@ -407,6 +411,7 @@ def _check_forward(problem: Problem) -> None:
     if error is not None:  # captured into the plan, and run again by ModelNew's call
         raise error
     before = plain_values(problem.model)
+    tensors_before = _tensor_attributes(problem.model)
 
     def call():
         return _call_user(problem.spec.path, "running Model.forward on get_inputs()", lambda: problem.model(*inputs))
@@ -419,6 +424,8 @@ def _check_forward(problem: Problem) -> None:
     after = plain_values(problem.model)
     # plain attributes the first call created (a library's "hooks installed" flag): bookkeeping, not settings to guard
     problem.created_attributes = sorted(set(after) - set(before))
+    # tensors the first call made where there was None or nothing (a constant made once, lazily)
+    problem.lazy_tensors = sorted(set(_tensor_attributes(problem.model)) - set(tensors_before))
     error = python_state_error(before, after, problem.spec.path)
     if error is not None:  # a Python number kept as state: torch.export bakes it in, LEGO cannot carry it
         raise error
@@ -431,6 +438,72 @@ def _check_forward(problem: Problem) -> None:
                 problem.spec.path,
                 hint="give every size constant a value of at least 1.",
             )
+
+
+def _tensor_attributes(model: torch.nn.Module) -> list[str]:
+    """``"path.name"`` of every plain tensor attribute of ``model``'s modules
+    (neither parameter nor buffer)."""
+    found = []
+    for prefix, module in model.named_modules():
+        owned = set(module._parameters) | set(module._buffers)
+        found += [f"{prefix}.{name}" if prefix else name for name, value in vars(module).items()
+                  if name not in owned and isinstance(value, torch.Tensor)]
+    return found
+
+
+def check_repeatable(problem: Problem) -> None:
+    """Refuse a forward that, called twice on the same inputs from the same
+    module state and RNG seed, gives other outputs: it keeps state that
+    LEGO cannot see (a counter in a settings object, a property that changes
+    at each read, a field of ``self.config`` written in forward), which
+    torch.export reads once and bakes, so the plan would keep the first
+    value.  The fields of settings objects (``compose.baked_fields``) that
+    the calls wrote are named; written ones that change no output are
+    recorded in ``Problem.written_fields`` (not guarded: ModelNew's plan
+    never writes them).  Run after capture (``capture.capture_graph``), so
+    that the kinds of hidden state capture names more precisely (a tensor in
+    a closure, a helper object of the model file) are said in their own words.
+    Raises ProblemError."""
+    from lego_core.compose import baked_fields
+    from lego_core.state import preserved
+
+    inputs = problem.make_inputs(seed=0)
+
+    def call():
+        return _call_user(problem.spec.path, "running Model.forward on get_inputs()", lambda: problem.model(*inputs))
+
+    def fields() -> dict:
+        return {".".join(p for p in (path, attr, field) if p): value for path, attr, field, value in baked_fields(problem.model)}
+
+    before = fields()
+    outputs = []
+    for _ in range(2):
+        torch.manual_seed(12345)  # a forward that draws random numbers draws the same ones both times
+        with torch.no_grad(), preserved(problem.model):
+            outputs.append(call())
+    after = fields()
+    written = sorted(name for name in set(before) | set(after) if before.get(name, _GONE) != after.get(name, _GONE))
+    problem.written_fields = written
+    first, second = (torch.utils._pytree.tree_leaves(o) for o in outputs)
+    same = len(first) == len(second) and all(
+        isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape
+        and (torch.allclose(a, b, rtol=1e-3, atol=1e-5, equal_nan=True) if a.is_floating_point() else torch.equal(a, b))
+        for a, b in zip(first, second))
+    if same:
+        return
+    changed = f" It wrote {', '.join('self.' + n for n in written[:4])} meanwhile." if written else ""
+    raise ProblemError(
+        "Model.forward gives other outputs when called twice on the same inputs, from the same module state and "
+        f"random seed: it keeps state outside its tensors.{changed} torch.export reads such a value once and bakes it "
+        "into the captured graph, so an optimized model would keep the first value on every call",
+        problem.spec.path,
+        None,
+        hint="keep state that forward updates in a registered buffer, updated in place (LEGO carries those); read "
+        "settings, not counters, from config objects; compute per-call values from the inputs.",
+    )
+
+
+_GONE = object()
 
 
 def main(argv: list[str]) -> int:

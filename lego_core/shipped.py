@@ -69,7 +69,7 @@ def import_optimized_model(out_dir: Path, module_name: str = MODULE_NAME) -> Mod
         culprit = _file_at_fault(Path(out_dir))
         if culprit is None:
             raise
-        raise ImportError(f"{exc} ({culprit})") from None
+        raise ImportError(f"optimized_model.py: {culprit}") from None
 
 
 def _file_at_fault(out_dir: Path) -> str | None:

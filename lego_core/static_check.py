@@ -120,6 +120,9 @@ DANGEROUS_ROUTES = (
     "functools.singledispatchmethod", "torch.hub", "torch.utils", "torch.load", "torch.ops.load_library",
     "torch.classes", "torch.package", "torch.serialization", "torch.multiprocessing", "torch.distributed",
     "torch.library",
+    # files written or mapped by PyTorch's C++ code, which Python's audit hook (the call trace) never sees
+    "torch.save", "torch.from_file", "torch.UntypedStorage", "torch.TypedStorage", "torch.storage", "torch.profiler",
+    "torch.autograd.profiler", "torch.cuda.memory",
 )
 # Names a @triton.jit body must not reach: under the interpreter the body runs
 # as Python, so it could run PyTorch or host code there.

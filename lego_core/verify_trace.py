@@ -166,6 +166,7 @@ class _TritonPatches:
         self.undo: list = []
 
     def install(self) -> None:
+        self._patch_torch_files()
         try:
             import triton  # noqa: F401
         except ImportError:
@@ -184,6 +185,28 @@ class _TritonPatches:
             return
         setattr(owner, name, wrapper_factory(original))
         self.undo.append(lambda: setattr(owner, name, original))
+
+    def _patch_torch_files(self) -> None:
+        """``torch.save`` and ``torch.from_file`` write or map files from C++,
+        where Python's audit hook sees no ``open``: each call during the trace
+        is recorded as a write (put back before the trace compares torch's
+        functions, so the wrapper is never taken for a patch)."""
+        trace = self.trace
+
+        def factory(original, what):
+            def recorded(*args, **kwargs):
+                if threading.get_ident() == trace._thread and not trace._launcher_depth:
+                    target = args[1] if what == "torch.save" and len(args) > 1 else (args[0] if args else kwargs.get("f", kwargs.get("filename", "")))
+                    trace.writes.append(f"{what} {target if isinstance(target, (str, bytes, os.PathLike)) else type(target).__name__}")
+                return original(*args, **kwargs)
+
+            return recorded
+
+        for what in ("save", "from_file"):
+            original = torch.__dict__.get(what)
+            if original is not None:
+                setattr(torch, what, factory(original, f"torch.{what}"))
+                self.undo.append(lambda what=what, original=original: setattr(torch, what, original))
 
     def _patch_jit(self) -> None:
         from triton.runtime import jit

@@ -515,7 +515,10 @@ def _composed(state: State, payload: dict) -> dict:
             actual = with_state(actual, new, payload.get("state_targets") or [])  # the state after the call, judged too
         _sync()
     # what the call ran (lego_runtime.note_forward): a plan that fell back to the user's forward is not the plan judged
-    forward = {"requested": str(new.lego_forward), "ran": new.__dict__.get("lego_last_forward"), "why": new.__dict__.get("lego_fallback")}
+    # a ModelNew without LEGO's runtime (a hand-written one, in tests) has no other forward to fall back to
+    requested = str(getattr(new, "lego_forward", "plan"))
+    ran = new.__dict__.get("lego_last_forward", None if hasattr(new, "lego_forward") else "plan")
+    forward = {"requested": requested, "ran": ran, "why": new.__dict__.get("lego_fallback")}
     del new
     return {"output": wire.encode(actual, None), "memory": _memory_peak(state, count), "pid": os.getpid(), "forward": forward}
 

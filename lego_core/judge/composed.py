@@ -99,6 +99,12 @@ def run_fresh(out_dir: Path, op: str, payload: dict, meter=None) -> dict:
     try:
         answer = fresh.request(op, dict(payload, out_dir=str(out_dir), memory=meter is not None))
     except wire.CandidateRaised as exc:
+        missing = _file_beside_the_model(exc, out_dir)
+        if missing:
+            raise OptimizeError(
+                f"the model file reads {missing} from its own folder (a path built from __file__), and the optimized model "
+                "runs a copy of the file from the output folder (reference_model.py), beside which only Python modules are "
+                f"copied: read {missing} from an absolute path or the working folder, or build what it holds in the model file") from None
         raise OptimizeError(f"the composed model failed in its process: {type(exc).__name__}: {exc}") from None
     except wire.JudgeError as exc:
         raise OptimizeError(f"the composed model's process gave no result: {exc}") from None
@@ -129,6 +135,24 @@ class ComposedForward(NamedTuple):
     output: Any
     pid: int | None
     forward: dict
+
+
+def _file_beside_the_model(exc: Exception, out_dir: Path) -> str | None:
+    """The name of the file a ``FileNotFoundError`` of the composed model's
+    process looked for inside the output folder (the model file opened a
+    data file beside itself: ``os.path.dirname(__file__)``), else None."""
+    if type(exc).__name__ != "FileNotFoundError":
+        return None
+    import re
+
+    found = re.search(r"No such file or directory: '(?P<path>[^']+)'", str(exc))
+    if not found:
+        return None
+    path, folder = Path(found["path"]), Path(out_dir).resolve()
+    try:
+        return str(path.resolve().relative_to(folder))
+    except ValueError:
+        return None
 
 
 def composed_forward(out_dir: Path, problem, inputs: list, meter=None) -> ComposedForward:

@@ -31,6 +31,7 @@ things make a composed forward cost what its kernels cost:
 """
 from __future__ import annotations
 
+import copy
 import operator
 import os
 import warnings
@@ -153,8 +154,9 @@ class BoundTensors(_Cache):
             for p, named in by_module.items():
                 d = vars(modules[p]) if p in modules else {}
                 names = tuple(n for n, _v in named)
-                # the baked values, held as the model holds them when equal (a list for a tuple)
-                values = tuple(now if _same(now, v) else v for n, v in named for now in (d.get(n, _MISSING),))
+                # the baked values, held as the model holds them when equal (a list for a tuple; a copy of a
+                # list or dict, so that one edited in place no longer equals it)
+                values = tuple(_held_copy(now) if _same(now, v) else v for n, v in named for now in (d.get(n, _MISSING),))
                 readers.append(operator.itemgetter(*names, names[0]))  # one C call a module
                 dicts.append(d)
                 expected.append(values + values[:1])
@@ -189,7 +191,7 @@ class BoundTensors(_Cache):
                 slot = vars(modules[p]) if p in modules else {}
                 held = _own_dict(slot.get(a))
                 # the baked values, held as the object holds them when equal (a list for a tuple)
-                values = tuple(now if _same(now, v) else v for f, v in fv for now in (held.get(f, _MISSING),))
+                values = tuple(_held_copy(now) if _same(now, v) else v for f, v in fv for now in (held.get(f, _MISSING),))
                 fields = tuple(f for f, _v in fv)
                 read = operator.itemgetter(*fields, fields[0])  # a tuple even for one field: C speed, ~40 fields in 1 us
                 slots.append((slot, p, a, fields, read, values + values[:1], tuple(v for _f, v in fv)))
@@ -220,13 +222,16 @@ class BoundTensors(_Cache):
                 d.get(n, _MISSING) is t and _version_of(t) == v for d, n, t, v in self._constant_slots):
             return self._constants_changed
         modules = dict(model.named_modules())
+        lazy = set(getattr(model, "_lego_lazy_constants", ()))
         slots, changed = [], ""
         for path, name, constant in specs:
             slot = vars(modules[path]) if path in modules else {}
             now = slot.get(name, _MISSING)
             saved = model._lego_constants[constant]
-            same = (isinstance(now, torch.Tensor) and now.shape == saved.shape and now.dtype == saved.dtype
-                    and torch.equal(now.detach().to(saved.device), saved))
+            # a constant the first eager call makes: not made yet, the plan's saved copy is what that call makes
+            not_made = (path, name) in lazy and (now is None or now is _MISSING)
+            same = not_made or (isinstance(now, torch.Tensor) and now.shape == saved.shape and now.dtype == saved.dtype
+                                and torch.equal(now.detach().to(saved.device), saved))
             if not same and not changed:
                 changed = f"{path}.{name}" if path else name
             slots.append((slot, name, now, _version_of(now)))
@@ -282,6 +287,12 @@ _MISSING = object()
 
 _TRAINING = operator.attrgetter("training")
 _call = getattr(operator, "call", lambda function, *args: function(*args))  # operator.call: Python 3.11+
+
+
+def _held_copy(value):
+    """``value`` as a baked value to compare against: a deep copy of a list
+    or dict (the live one may be edited in place), anything else itself."""
+    return copy.deepcopy(value) if isinstance(value, (list, dict)) else value
 
 
 def _own_dict(value) -> dict:

@@ -75,6 +75,8 @@ HOSTILE = {
     "library": ("__import__('ctypes').CDLL(None)", "importing it started a process or loaded a library"),
     "patches torch": ("import torch\ntorch.softmax = lambda *a, **k: None", "importing it replaced torch.softmax"),
     "torch flag": ("import torch\ntorch.backends.cudnn.deterministic = True", "importing it changed global torch state"),
+    # PyTorch's C++ file writer: no open() for the audit hook to see (found by a fresh-user trial)
+    "torch.save": ("import torch\ntorch.save(torch.zeros(1), __file__ + '.pt')", "importing it wrote files (torch.save"),
 }
 
 
@@ -219,3 +221,19 @@ def test_a_run_whose_modelnew_falls_back_to_the_original_forward_says_so_instead
     assert "ModelNew ran the original forward instead of LEGO's plan" in text and "kind" in text, text
     assert "speedup" not in text.lower().replace("no speedup is reported", "")
     assert not (out / "optimized_model.py").exists()
+
+
+def test_a_data_file_read_beside_the_model_file_is_named_with_the_fix(tmp_path):
+    """The model file opens cfg.json from its own folder (os.path.dirname(__file__)); the optimized model runs
+    a copy of the file from the output folder, where only Python modules are copied.  Before: LEGO's staging
+    path in a bare FileNotFoundError."""
+    from lego_core.judge.composed import _file_beside_the_model
+    from lego_core.judge.wire import raised
+
+    out = tmp_path / ".out.lego-1a2b3c4d"
+    out.mkdir()
+    exc = raised("FileNotFoundError", f"[Errno 2] No such file or directory: '{out / 'cfg.json'}'", "")
+    assert _file_beside_the_model(exc, out) == "cfg.json"
+    elsewhere = raised("FileNotFoundError", "[Errno 2] No such file or directory: '/data/weights.bin'", "")
+    assert _file_beside_the_model(elsewhere, out) is None
+    assert _file_beside_the_model(raised("ValueError", "x", ""), out) is None

@@ -349,3 +349,109 @@ def test_item_used_as_a_number_is_named_as_such_not_as_a_size(tmp_path):
     error = capture_refusal(tmp_path, "item_scale", ITEM_SCALE)
     assert error.kind == "data-dependent control flow" and "turns a tensor into a Python number" in error.message
     assert "self.scale.item()" in error.message and "keep the value a tensor" in error.hint
+
+
+# --- settings objects and dicts a module holds (a fresh-user trial of issue 24, 2026-12-03) --------------------
+
+COUNTING_PROPERTY = HEAD + '''
+import itertools
+
+
+class Settings:
+    def __init__(self):
+        self._n = itertools.count(1)
+        self.scale = 2.0
+
+    @property
+    def jitter(self):
+        return float(next(self._n))
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.config = Settings()
+        self.fc = nn.Linear(width, width)
+
+    def forward(self, x):
+        return torch.relu(self.fc(x)) * self.config.scale + self.config.jitter
+'''
+
+CONFIG_COUNTER = HEAD + '''
+import types
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.config = types.SimpleNamespace(calls=0, scale=2.0)  # a library's config object (transformers' PretrainedConfig)
+        self.fc = nn.Linear(width, width)
+
+    def forward(self, x):
+        self.config.calls += 1
+        return torch.relu(self.fc(x)) * self.config.scale * self.config.calls
+'''
+
+LOGGING_COUNTER = CONFIG_COUNTER.replace("* self.config.scale * self.config.calls", "* self.config.scale")
+
+SETTINGS_DICT = HEAD + '''
+class Head(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.hparams = {"shift": 0.5, "sizes": [1, 2]}
+        self.fc = nn.Linear(width, width)
+
+    def forward(self, x):
+        return self.fc(x) + self.hparams["shift"] * len(self.hparams["sizes"])
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.head = Head()
+
+    def forward(self, x):
+        return torch.tanh(self.head(x))
+'''
+
+
+@pytest.mark.parametrize("source, named", [(COUNTING_PROPERTY, ""), (CONFIG_COUNTER, "self.config.calls")],
+                         ids=["property-that-counts", "config-field-written-in-forward"])
+def test_a_forward_whose_output_changes_between_identical_calls_is_refused_at_load(tmp_path, source, named):
+    """Before: delivered with 'speedup 4.00x' (the judge's eager reference had drifted as much as the plan),
+    or failed after the search blaming the user for changing config.calls after optimizing."""
+    caught = capture_refusal(tmp_path, "counting", source)
+    text = str(caught)
+    assert "gives other outputs when called twice on the same inputs" in text and named in text, text
+    assert "registered buffer" in caught.hint
+
+
+def test_a_config_field_forward_writes_without_changing_outputs_is_not_guarded(tmp_path):
+    """A logging counter in a config object: loaded, and left out of what ModelNew guards (its plan never counts)."""
+    problem = load_problem(ProblemSpec(str(write_model(tmp_path, "logging", LOGGING_COUNTER)), {}))
+    capture_graph(problem)
+    assert problem.written_fields == ["config.calls"]
+    from lego_core.compose import baked_fields
+
+    fields = baked_fields(problem.model, problem.written_fields)
+    assert ("", "config", "scale", 2.0) in fields and not any(f == "calls" for _p, _a, f, _v in fields)
+
+
+@pytest.mark.slow
+def test_a_settings_dict_on_a_module_changed_or_edited_after_optimizing_runs_the_original_forward(tmp_path):
+    """Before: the plan kept running with the old values, 1.7 away from eager, and no warning."""
+    report = optimize_api(write_model(tmp_path, "settings_dict", SETTINGS_DICT), tmp_path / "out")
+    assert report["end_to_end"]["passed"]
+    module = load_optimized(tmp_path / "out")
+    for change in (lambda m: m.head.hparams.__setitem__("shift", 3.0), lambda m: m.head.hparams["sizes"].append(3),
+                   lambda m: setattr(m.head, "hparams", {"shift": -1.0, "sizes": [1]})):
+        model, new = fresh_pair(module)
+        x = torch.randn(2, 4)
+        with torch.no_grad():
+            torch.testing.assert_close(new(x), model(x), atol=1e-5, rtol=1e-5)
+            assert new.lego_last_forward == "plan"
+            change(model), change(new)
+            with pytest.warns(UserWarning, match="head.hparams changed after the model was optimized"):
+                got = new(x)
+            torch.testing.assert_close(got, model(x), atol=1e-5, rtol=1e-5)
+        assert new.lego_last_forward == "original"

@@ -84,13 +84,19 @@ ROUTES = [
     ("from torch import load\nW = load('w.pt', weights_only=False)\n", "torch.load"),
     ("torch.ops.load_library('/tmp/x.so')\n", "torch.ops.load_library"),
     ("L = torch.library.Library('x', 'DEF')\n", "torch.library"),
+    # files written or mapped from C++, where the call trace's audit hook sees no open() (a fresh-user trial, 2026-12-03)
+    ("torch.save(torch.zeros(1), '/tmp/pwned.pt')\n", "torch.save"),
+    ("from torch import save\nsave(torch.zeros(1), '/tmp/pwned.pt')\n", "torch.save"),
+    ("S = torch.UntypedStorage.from_file('/tmp/x', True, 16)\n", "torch.UntypedStorage"),
+    ("T = torch.from_file('/tmp/x', True, 16)\n", "torch.from_file"),
 ]
 
 
 @pytest.mark.sandbox
 @pytest.mark.parametrize("snippet, expected", ROUTES, ids=[
     "string-annotation", "from-typing-get-type-hints", "typing-get-type-hints", "forward-ref", "singledispatch",
-    "torch-hub", "cpp-extension", "torch-load", "from-torch-import-load", "load-library", "torch-library"])
+    "torch-hub", "cpp-extension", "torch-load", "from-torch-import-load", "load-library", "torch-library",
+    "torch-save", "from-torch-import-save", "storage-from-file", "torch-from-file"])
 def test_routes_to_unseen_code_are_refused_by_both_checks(snippet, expected):
     """The candidate check names each route; the cache's allow-list refuses it too."""
     reason = calls_back_into_reference(HONEST + "\n" + snippet, OPS)
