@@ -52,13 +52,13 @@ def env() -> dict:
                 PYTHONWARNINGS="ignore", HF_HUB_OFFLINE="1", TRANSFORMERS_VERBOSITY="error")
 
 
-def optimize_cli(model: Path, out: Path, device: str, dtype: str) -> dict:
-    """``python -m lego_core optimize`` on ``model`` at its tiny sizes; the report."""
+def optimize_cli(model: Path, out: Path, device: str, dtype: str, search_s: str = SEARCH_S) -> dict:
+    """``python -m lego_core optimize`` on ``model`` at its tiny sizes (``search_s`` of tree search); the report."""
     overrides = TINY.get(model.name, {})
     args = [a for k, v in overrides.items() for a in ("--set", f"{k}={v}")]
     proc = subprocess.run(
         [sys.executable, "-m", "lego_core", "optimize", str(model), *args, "--device", device, "--dtype", dtype,
-         "--out", str(out), "--max-search-time", SEARCH_S, "--no-cache"],
+         "--out", str(out), "--max-search-time", search_s, "--no-cache"],
         cwd=REPO, env=env(), capture_output=True, text=True, timeout=900,
     )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
@@ -128,9 +128,80 @@ def assert_delivered_and_runs_its_plan(model: Path, tmp_path: Path, device: str,
     assert max(used["errors"]) <= bound, used
 
 
+DELIVERED: dict[str, Path] = {}  # a CPU model's output folder, for the hostile-kernel tests below
+
+
 @pytest.mark.parametrize("name", CPU_MODELS)
 def test_a_real_library_model_optimizes_and_modelnew_runs_its_plan_on_the_cpu(name, tmp_path):
     assert_delivered_and_runs_its_plan(REAL / f"{name}.py", tmp_path, "cpu", "fp32", bound=1e-4)
+    DELIVERED[name] = tmp_path / "out"
+
+
+# one line added to a generated kernel file per kind the composed model's import guard refuses
+HOSTILE = {
+    "writes files": ("open(__file__ + '.log', 'w').write('x')", "importing it wrote files"),
+    "starts a process": ("__import__('subprocess').run(['true'])", "importing it started a process or loaded a library"),
+    "loads a library": ("__import__('ctypes').CDLL(None)", "importing it started a process or loaded a library"),
+    "patches torch": ("import torch\ntorch.nn.functional.gelu = lambda *a, **k: None", "importing it replaced torch.nn.functional.gelu"),
+}
+
+
+@pytest.fixture(scope="module")
+def gpt2_output(tmp_path_factory) -> Path:
+    """The CPU GPT-2 output folder (from the test above when it ran in this process, else optimized here)."""
+    if "hf_gpt2" in DELIVERED and list((DELIVERED["hf_gpt2"] / "kernels").glob("*.py")):
+        return DELIVERED["hf_gpt2"]
+    out = tmp_path_factory.mktemp("gpt2") / "out"
+    report = optimize_cli(REAL / "hf_gpt2.py", out, "cpu", "fp32", search_s="15")  # a plan with kernels to tamper with
+    assert report["summary"]["triton"] >= 1 and list((out / "kernels").glob("*.py")), report["summary"]
+    return out
+
+
+def test_a_generated_kernel_that_misbehaves_at_import_is_refused_beside_transformers(gpt2_output, tmp_path):
+    """GPT-2's own import (transformers: temporary folders, a library loaded) is not held against the generated
+    files, but a kernel file of the same folder that writes, starts a process, loads a library or patches torch
+    at import is refused by the judge's import (lego_core.shipped), naming the file: one copy of the folder per
+    kind, each imported in a fresh process (one process per kind would import torch and transformers four times)."""
+    folders = {}
+    for k, kind in enumerate(sorted(HOSTILE)):
+        folder = tmp_path / f"shipped{k}"
+        shutil.copytree(gpt2_output, folder)
+        kernel = sorted((folder / "kernels").glob("*.py"))[0]
+        kernel.write_text(kernel.read_text() + "\n" + HOSTILE[kind][0] + "\n")
+        folders[kind] = (folder, kernel.name)
+    code = textwrap.dedent("""
+        import json, subprocess, sys
+        kinds = json.loads(sys.argv[1])
+        code = ("from lego_core.shipped import import_optimized_model\\n"
+                "try:\\n    import_optimized_model(sys.argv[1])\\nexcept ImportError as exc:\\n    print('refused:', exc)\\n"
+                "else:\\n    print('imported')\\n")
+        # a fork server that imported torch and transformers once, a fresh child per kind
+        import multiprocessing as mp, io, contextlib
+        def one(folder, queue):
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                sys.argv = ["-", folder]
+                exec(code, {"sys": sys})
+            queue.put(out.getvalue())
+        if __name__ == "__main__":
+            import torch, transformers  # noqa: F401  (imported before the fork: each child starts warm)
+            ctx = mp.get_context("fork")
+            answers = {}
+            for kind, folder in kinds.items():
+                queue = ctx.Queue()
+                proc = ctx.Process(target=one, args=(folder, queue))
+                proc.start()
+                answers[kind] = queue.get(timeout=240)
+                proc.join(60)
+            print(json.dumps(answers))
+    """)
+    proc = subprocess.run([sys.executable, "-c", code, json.dumps({k: str(f) for k, (f, _) in folders.items()})],
+                          cwd=REPO, env=env(), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    answers = json.loads(proc.stdout.strip().splitlines()[-1])
+    for kind, (line, message) in HOSTILE.items():
+        said = answers[kind]
+        assert said.startswith("refused:") and message in said and folders[kind][1] in said, (kind, said)
 
 
 @pytest.mark.gpu
