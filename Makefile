@@ -122,7 +122,8 @@ bench-real: $(STAMP)
 screenshots: $(STAMP) browser
 	TRITON_INTERPRET=1 $(PY) -m pytest tests/webapp/test_browser_live.py -q -p no:cacheprovider
 	TRITON_INTERPRET=1 $(PY) -m pytest tests/webapp/test_browser_readable.py -q -p no:cacheprovider
-	@ls -1 build/screenshots/run-mid.png build/screenshots/run-finished.png build/screenshots/shared.png build/screenshots/time-view.png build/screenshots/compare.png
+	TRITON_INTERPRET=1 $(PY) -m pytest tests/webapp/test_browser_frontier.py -q -p no:cacheprovider
+	@ls -1 build/screenshots/run-mid.png build/screenshots/run-finished.png build/screenshots/shared.png build/screenshots/time-view.png build/screenshots/compare.png build/screenshots/search-5s.png
 
 clean:
 	rm -rf var out .pytest_cache

@@ -63,7 +63,10 @@ class NodeCreated(Event):
     ``module_path`` the module the region belongs to (``layers.0.attn_norm``,
     "" for the model's own ops) and ``region_kind`` its sub-problem kind
     (``pointwise``, ``row_reduction``, ``layout``, ...: the report counts
-    every kind but ``layout`` as a compute sub-problem)."""
+    every kind but ``layout`` as a compute sub-problem); ``estimate_ms`` the
+    cost model's estimate of running the region op by op in the library (ms
+    on the target GPU; None for AND nodes): what the run page shows for a
+    sub-problem before anything is measured."""
 
     type: ClassVar[str] = "node_created"
     node_id: str
@@ -79,6 +82,7 @@ class NodeCreated(Event):
     reference: str = ""
     module_path: str = ""
     region_kind: str = ""
+    estimate_ms: float | None = None
 
 
 @dataclasses.dataclass

@@ -33,7 +33,8 @@ from lego_core.report import build_report
 from lego_core.search import Search, run_search
 from lego_core.search.plan import Plan
 from lego_core.search.boundary import BoundaryStore
-from lego_core.tree import FusionTree, build_tree, node_created
+from lego_core.costing import library_estimate_ms
+from lego_core.tree import FusionTree, OrNode, build_tree, node_created
 from lego_core.verify_policy import seeds_record
 
 
@@ -82,7 +83,7 @@ def _run(spec: ProblemSpec, target: Path, out: Path, config: OptimizeConfig, emi
     layout_report = {"setting": config.channels_last, "channels_last": channels_last}
     graph, channels_last = capture(problem, channels_last, layout_report)  # torch.export -> core ATen with shapes and module paths
     _stage(emit, meter, "construct")
-    tree = build_tree_and_announce(graph, emit)  # top-down FusionTree down to fusion groups
+    tree = build_tree_and_announce(graph, emit, spec.torch_dtype, config.target_gpu)  # top-down FusionTree down to fusion groups
     # boundary values per seed, on demand within the memory bound (not every
     # intermediate of every seed: that multiplies the model's memory)
     with meter.tracking():
@@ -248,11 +249,14 @@ def _thread_safe(emit: Sink) -> Sink:
     return locked
 
 
-def build_tree_and_announce(graph, emit: Sink) -> FusionTree:
-    """Build the FusionTree and send one NodeCreated event per node, parents first."""
+def build_tree_and_announce(graph, emit: Sink, dtype: torch.dtype = torch.float32, target_gpu: str = "H200") -> FusionTree:
+    """Build the FusionTree and send one NodeCreated event per node, parents
+    first, each OR node with the cost model's library estimate (ms on
+    ``target_gpu`` in ``dtype``: the run page's time view from the start)."""
     tree = build_tree(graph)
     for node in tree.walk():
-        emit(node_created(node))
+        estimate = library_estimate_ms(node.sub, dtype, target_gpu) if isinstance(node, OrNode) else None
+        emit(node_created(node, estimate))
     return tree
 
 

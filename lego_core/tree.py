@@ -225,8 +225,9 @@ class FusionTree:
         return node
 
 
-def node_created(node: OrNode | AndNode) -> NodeCreated:
-    """The ``NodeCreated`` event announcing a tree node."""
+def node_created(node: OrNode | AndNode, estimate_ms: float | None = None) -> NodeCreated:
+    """The ``NodeCreated`` event announcing a tree node; ``estimate_ms``: an
+    OR node's library time as the cost model estimates it (ms), or None."""
     if isinstance(node, AndNode):
         return NodeCreated(node_id=node.id, kind="and", parent=node.parent, label=node.label, shared=[p.id for p in node.shared])
     sub = node.sub
@@ -236,6 +237,7 @@ def node_created(node: OrNode | AndNode) -> NodeCreated:
         node_id=node.id, kind="or", parent=node.parent, label=sub.label, signature=sub.signature, ops=sub.ops,
         shapes=shapes, input_shapes=input_shapes, reference=sub.reference_source("reference"),
         module_path=sub.module_path or "", region_kind=sub.kind or "",
+        estimate_ms=None if estimate_ms is None else round(float(estimate_ms), 9),
     )
 
 

@@ -198,8 +198,9 @@ class Search:
             self._raw_emit(event)
 
     def announce(self, node: OrNode | AndNode) -> None:
-        """A NodeCreated event for a node made while searching."""
-        self.emit(node_created(node))
+        """A NodeCreated event for a node made while searching (an OR node with its library estimate)."""
+        estimate = costing.library_estimate_ms(node.sub, self.dtype, self.config.target_gpu) if isinstance(node, OrNode) else None
+        self.emit(node_created(node, estimate))
 
     # ------------------------------------------------------------------ driver
 

@@ -201,12 +201,12 @@
         // "final" only once the run finished: until then it is the best so far
         el.dataset.final = outcome === "finished" ? String(times.final) : "";
       }
-      let stage = h.stage || (ACTIVE.has(this.state) ? (this.state === "queued" ? "waiting for a worker" : "starting") : "—");
-      if (h.stage && h.total) stage += ` ${h.done || 0}/${h.total}`;
+      let stage = h.stage ? Header.describeStage(h) : ACTIVE.has(this.state) ? (this.state === "queued" ? "waiting for a worker" : "starting") : "—";
       if (ended) stage = final;
       if (this.model && this.model.finished) stage = "done";
       if (this.model && this.model.failure) stage = this.model.header.state === "cancelled" ? "cancelled" : "failed";
       set("run-stage", stage);
+      this.renderActivity();
       const speedupEl = this.el("run-speedup-live");
       if (speedupEl) {
         const has = typeof h.speedup === "number" && isFinite(h.speedup);
@@ -226,6 +226,50 @@
       this.renderElapsed();
     }
   }
+
+  // The activity line (#run-activity): the model's last few happenings,
+  // newest first, each with the seconds since the run started; redrawn only
+  // when a new line came in.
+  Header.prototype.renderActivity = function () {
+    const list = this.el("run-activity");
+    const lines = (this.model && this.model.activity) || [];
+    if (!list) return;
+    const last = lines.length ? lines[lines.length - 1] : null;
+    const key = last ? `${last.seq}|${lines.length}|${last.text}` : "";
+    if (list.dataset.key === key) return;
+    list.dataset.key = key;
+    while (list.firstChild) list.removeChild(list.firstChild);
+    const origin = this.model.header.startedTs;
+    for (let i = lines.length - 1; i >= 0; i--) {
+      const li = document.createElement("li");
+      const when = document.createElement("span");
+      when.className = "activity-time note";
+      when.textContent = origin !== null && lines[i].ts !== null ? `+${(lines[i].ts - origin).toFixed(1)} s ` : "";
+      li.appendChild(when);
+      li.appendChild(document.createTextNode(lines[i].text));
+      if (lines[i].nodeId) li.dataset.nodeId = lines[i].nodeId;
+      list.appendChild(li);
+    }
+    const card = list.closest(".activity-card");
+    if (card) card.hidden = !lines.length;
+  };
+
+  // The stage with its own progress: "constructing · 1,077 nodes", "search ·
+  // 4 agents busy · 12/148 signatures attempted", "end-to-end check".
+  Header.describeStage = function (h) {
+    const stage = h.stage || "";
+    const count = (n, one, many) => `${formatCount(n)} ${n === 1 ? one : many}`;
+    if (stage === "construct") return `constructing · ${count(h.nodes || 0, "node", "nodes")}`;
+    if (stage === "search") {
+      const parts = ["search", `${count(h.busy || 0, "agent", "agents")} busy`];
+      if (h.total) parts.push(`${formatCount(h.done || 0)}/${formatCount(h.total)} signatures attempted`);
+      return parts.join(" · ");
+    }
+    const named = { load: "loading the model", capture: "capturing the graph", compose: "composing the plan",
+                    verify: "end-to-end check", launch: "choosing the launch" }[stage];
+    const text = named || stage;
+    return h.total ? `${text} ${h.done || 0}/${h.total}` : text;
+  };
 
   // "next in the queue", "3rd in the queue (2 runs ahead)": the server's
   // queue.describe_position.

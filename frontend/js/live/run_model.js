@@ -65,6 +65,16 @@
  * first "user" message of that agent on the node closes the oldest open
  * stream; chunks of a closed call are dropped).
  *
+ * Live view (issue 32): node.estimateMs is the cost model's library estimate
+ * from node_created (what the time view shows until a time is measured);
+ * node.bornSeq the seq that created it (the tree keeps the newest nodes, the
+ * construction frontier, drawn); header.busy the OR nodes agents work on now
+ * (running); header.nodes the nodes made so far. activity holds the last
+ * ACTIVITY_MAX lines of what happened ({seq, ts, text, nodeId}), newest
+ * last: an agent started, a kernel verified or failed, a fusion tried, a
+ * cache hit, a better plan, a stage; node_created events of one burst fold
+ * into one "constructed N nodes" line.
+ *
  * planHistory[i].t: seconds since the search started (the origin of the
  * report's time_to_first/final_plan_s), or since the run started for a plan
  * before any search stage (timeOrigin()).
@@ -74,6 +84,13 @@
   var LEGO = (window.LEGO = window.LEGO || {});
 
   var SETTLING_STAGES = { compose: true, verify: true, launch: true };
+  var ACTIVITY_MAX = 8;
+  // what each pipeline stage is, in the activity line
+  var STAGE_TEXT = {
+    load: "loading the model", capture: "capturing the graph (torch.export)", construct: "constructing the FusionTree",
+    search: "search started: agents at work", compose: "composing the plan", verify: "end-to-end check of the composed model",
+    launch: "choosing the launch (plan or original forward)",
+  };
 
   function num(v) {
     return typeof v === "number" && isFinite(v) ? v : null;
@@ -124,7 +141,10 @@
       items: 0,
       done: 0,
       total: 0,
+      busy: 0, // OR nodes agents work on now
+      nodes: 0, // tree nodes made so far
     };
+    this.activity = []; // the last ACTIVITY_MAX happenings, newest last
     this.planHistory = [];
     this.failure = null;
     this.finished = null;
@@ -237,15 +257,33 @@
     });
   };
 
+  /* The time view's boxes: the plan's compute items, or before any plan
+     (the tree is built, the first library timings are not in) those of
+     the partition the search starts from (startingItems), with the cost
+     model's estimates. */
+  RunModel.prototype.viewItems = function () {
+    if (this.plan || this.chosen.size) return this.computeItems();
+    return this.itemsOf(this.startingItems()).filter(function (it) {
+      return it.regionKind !== "layout";
+    });
+  };
+
   /* The latest plan's items, in schedule order. */
   RunModel.prototype.chosenItems = function () {
-    var ids = this.plan ? list(this.plan.chosen) : Array.from(this.chosen);
+    return this.itemsOf(this.plan ? list(this.plan.chosen) : Array.from(this.chosen));
+  };
+
+  /* Plan items for OR node ids: label, ops, library (baseline) time (the
+     cost model's estimate until one is timed), the chosen implementation's
+     time, whether measured. */
+  RunModel.prototype.itemsOf = function (ids) {
     var out = [];
     for (var i = 0; i < ids.length; i++) {
       var id = ids[i];
       var n = this.nodes.get(id);
       var best = this.bestImplementation(id);
       var lib = n ? n.library || (this.sourceOf(n) || {}).library || null : null;
+      if (!lib && n && n.estimateMs !== null) lib = { ms: n.estimateMs, measured: false };
       out.push({
         id: id,
         label: n ? n.label : id,
@@ -260,6 +298,36 @@
         modulePath: n ? n.modulePath : "",
         regionKind: n ? n.regionKind : "",
       });
+    }
+    return out;
+  };
+
+  /* Ids of the OR leaves under the root through each OR node's first AND
+     child (the top-down construction's own split), in tree order. */
+  RunModel.prototype.startingItems = function () {
+    var out = [];
+    var roots = [];
+    for (var i = 0; i < this.order.length; i++) {
+      var r = this.nodes.get(this.order[i]);
+      if (r && r.kind === "or" && (!r.parent || !this.nodes.has(r.parent))) roots.push(r);
+    }
+    var stack = roots.reverse();
+    while (stack.length) {
+      var n = stack.pop();
+      if (n.kind === "and") {
+        for (var k = n.children.length - 1; k >= 0; k--) {
+          var c = this.nodes.get(n.children[k]);
+          if (c) stack.push(c);
+        }
+        continue;
+      }
+      var split = null;
+      for (var j = 0; j < n.children.length && !split; j++) {
+        var a = this.nodes.get(n.children[j]);
+        if (a && a.kind === "and" && a.children.length) split = a;
+      }
+      if (split) stack.push(split);
+      else out.push(n.id);
     }
     return out;
   };
@@ -300,6 +368,9 @@
       _closedCalls: {},
       attempts: 0,
       createdTs: num(d.ts),
+      estimateMs: num(d.estimate_ms),
+      bornSeq: this.lastSeq,
+      agent: "",
       rev: 0,
       _running: false,
       _noKernel: false,
@@ -421,6 +492,26 @@
     n._running = running;
     if (running) this._running.add(n.id);
     else this._running.delete(n.id);
+    this.header.busy = this._running.size;
+  };
+
+  /* One line of the activity ticker; ``fold``: a key whose last line is
+     replaced instead of adding one (a burst of node_created events). */
+  RunModel.prototype._note = function (text, nodeId, ts, fold) {
+    var last = this.activity[this.activity.length - 1];
+    var line = { seq: this.lastSeq, ts: ts, text: text, nodeId: nodeId == null ? null : String(nodeId), fold: fold || null };
+    if (fold && last && last.fold === fold) this.activity[this.activity.length - 1] = line;
+    else {
+      this.activity.push(line);
+      if (this.activity.length > ACTIVITY_MAX) this.activity.shift();
+    }
+  };
+
+  /* A short name for a node in the ticker: its label's op part or module. */
+  RunModel.prototype._name = function (n) {
+    if (!n) return "?";
+    var label = String(n.label || n.id);
+    return label.length > 60 ? label.slice(0, 59) + "\u2026" : label;
   };
 
   /* Running nodes whose work is over without a kernel become "library".
@@ -461,6 +552,7 @@
     stage_started: function (d, ts) {
       if (d.stage === "search" && this.header.searchStartedTs === null) this.header.searchStartedTs = ts;
       this.header.stage = d.stage || "";
+      if (d.stage) this._note(STAGE_TEXT[d.stage] || d.stage, null, ts);
       this.header.done = 0;
       this.header.total = num(d.total) || 0;
       if (SETTLING_STAGES[d.stage]) this._settle(true);
@@ -489,6 +581,8 @@
       n = this._newNode(d);
       this.nodes.set(id, n);
       this.order.push(id);
+      this.header.nodes = this.order.length;
+      this._note("constructed " + this.order.length + " tree node" + (this.order.length === 1 ? "" : "s"), id, num(d.ts), "construct");
       var parent = this._node(n.parent);
       if (parent) {
         parent.children.push(id);
@@ -516,6 +610,7 @@
       n.reusedVia = d.via || (from === "cache" ? "cache" : "dedupe");
       n.usable = d.usable !== false;
       if (n.reusedVia === "cache" || from === "cache") {
+        this._note("cache hit for " + this._name(n) + (n.usable ? "" : " (no kernel)"), n.id, num(d.ts));
         this._cacheHits++;
         this.header.agentCalls = Math.max(0, this._starts - this._cacheHits);
         this._setRunning(n, false);
@@ -543,6 +638,7 @@
       n.agent = d.agent || n.agent || "";
       if (d.agent && this.header.agents.indexOf(d.agent) < 0) this.header.agents.push(d.agent);
       n.startedTs = ts;
+      this._note("agent " + (n.agent || "?") + " started on " + this._name(n) + (n.attempts > 1 ? " (attempt " + n.attempts + ")" : ""), n.id, ts);
       n._noKernel = false;
       n._attemptTranscripts = 0;
       n._attemptCandidates = 0;
@@ -582,6 +678,7 @@
         ts: ts,
       });
       if (n._running) n._attemptTranscripts++;
+      if (d.agent === "mutation" || d.agent === "scheduler" || d.agent === "judge") this._note((d.agent === "mutation" ? "fusion tried: " : d.agent + ": ") + String(d.content || "").slice(0, 90), n.id, ts);
       if (d.role === "user") this._closeStream(n, d.agent || "");
       n.rev++;
     },
@@ -627,6 +724,7 @@
         max_abs_error: d.max_abs_error == null ? null : d.max_abs_error,
         reason: d.reason || "",
       };
+      this._note((d.passed ? "kernel verified for " : "kernel failed verification for ") + this._name(n), n.id, num(d.ts));
       var waiting = n.candidates.some(function (x) {
         return x.implementation !== "library" && !x.verification;
       });
@@ -643,6 +741,8 @@
       } else {
         var c = this._candidate(n, cid, true);
         c.timing = { ms: num(d.ms), measured: !!d.measured, baseline_ms: num(d.baseline_ms) };
+        this._note(this._name(n) + ": kernel " + LEGO.formatMs(num(d.ms)) + (num(d.baseline_ms) !== null ? " vs library " + LEGO.formatMs(num(d.baseline_ms)) : "") +
+          (d.measured ? "" : " (estimated)"), n.id, num(d.ts));
         if (!n.library && num(d.baseline_ms) !== null) n.library = { ms: num(d.baseline_ms), measured: !!d.measured };
       }
       n.rev++;
@@ -656,6 +756,7 @@
       h.measured = !!d.measured;
       h.items = num(d.items) || list(d.chosen).length;
       this.plan = d;
+      if (!d.initial && h.speedup !== null) this._note("better plan: " + h.speedup.toFixed(2) + "\u00d7 over the library (" + (h.measured ? "measured" : "estimated") + ")", null, ts);
       var origin = this.timeOrigin();
       // the search's own clock when the event has it: the same numbers as the
       // report's time_to_first/final_plan_s

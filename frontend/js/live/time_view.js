@@ -19,7 +19,10 @@
  * were measured or estimated by the cost model. A click on a sub-problem box
  * selects its node (options.onSelect); a click on a module zooms into it
  * (Plotly's own icicle click). It fills in as timings arrive: a sub-problem
- * appears once its baseline time is known.
+ * appears once its baseline time is known, and from the moment the tree
+ * exists (before any plan) the model's starting partition is drawn from the
+ * cost model's estimates (RunModel.chosenItems). A box whose times are
+ * estimated, not measured, is hatched (view.boxes()[i].estimated).
  */
 (function () {
   "use strict";
@@ -52,6 +55,24 @@
     return Math.max(-CLIP, Math.min(CLIP, Math.log(speedup) / Math.LN2));
   }
 
+  /* The colour SCALE gives a speedup (colourOf's log2 value), as "#rrggbb":
+     the boxes carry their colours themselves (Plotly's hatch pattern draws
+     over a numeric colorscale's fill in black). */
+  function colourHex(v) {
+    var t = (Math.max(-CLIP, Math.min(CLIP, v)) + CLIP) / (2 * CLIP);
+    for (var i = 1; i < SCALE.length; i++) {
+      if (t > SCALE[i][0] && i < SCALE.length - 1) continue;
+      var a = SCALE[i - 1], b = SCALE[i], f = b[0] > a[0] ? (t - a[0]) / (b[0] - a[0]) : 0;
+      var out = "#";
+      for (var k = 1; k < 7; k += 2) {
+        var x = Math.round(parseInt(a[1].substr(k, 2), 16) * (1 - f) + parseInt(b[1].substr(k, 2), 16) * f);
+        out += (x < 16 ? "0" : "") + x.toString(16);
+      }
+      return out;
+    }
+    return SCALE[SCALE.length - 1][1];
+  }
+
   function TimeView(container, model, options) {
     options = options || {};
     this.container = container;
@@ -68,14 +89,15 @@
       'Each box is a sub-problem of the plan, sized by its library time, grouped by module. ' +
       '<span class="time-swatch time-slower"></span> slower than the library ' +
       '<span class="time-swatch time-same"></span> the same ' +
-      '<span class="time-swatch time-faster"></span> faster. Click a box to see it in the tree; click a module to zoom in.';
+      '<span class="time-swatch time-faster"></span> faster; <span class="time-swatch time-estimated"></span> hatched: ' +
+      'the cost model\'s estimate, not measured yet. Click a box to see it in the tree; click a module to zoom in.';
     container.appendChild(this.legend);
     this.plot = document.createElement("div");
     this.plot.className = "time-plot";
     container.appendChild(this.plot);
     this.empty = document.createElement("p");
     this.empty.className = "empty time-empty";
-    this.empty.textContent = "The plan's sub-problems appear here once the search has timed them.";
+    this.empty.textContent = "The model's sub-problems appear here as soon as the FusionTree is built.";
     container.appendChild(this.empty);
   }
 
@@ -94,9 +116,9 @@
 
   /* The icicle's ids, parents, values, colours and hovers from the plan. */
   TimeView.prototype.build = function () {
-    var items = this.model.computeItems();
+    var items = this.model.viewItems();
     var ids = [ROOT], labels = ["model"], parents = [""], up = [-1], values = [0], chosen = [0];
-    var kinds = ["module"], nodeIds = [""], texts = [""];
+    var kinds = ["module"], nodeIds = [""], texts = [""], hatch = [""];
     var at = new Map([[ROOT, 0]]);
     var boxes = [];
     function group(path) {
@@ -115,6 +137,7 @@
       kinds.push("module");
       nodeIds.push("");
       texts.push(path);
+      hatch.push("");
       return at.get(key);
     }
     // a sub-problem the cost model prices at 0 ms still gets a (thin) box
@@ -136,6 +159,7 @@
       chosen.push(it.baselineMs > 0 ? chosenMs : floor); // a 0 ms box counts as "the same"
       kinds.push("item");
       nodeIds.push(it.id);
+      hatch.push(it.measured ? "" : "/");
       texts.push(
         esc(it.label) + "<br>" +
         (it.implementation === "triton" ? "generated Triton kernel" : "library (PyTorch eager)") +
@@ -143,7 +167,7 @@
         "<br>" + (it.measured ? "measured" : "estimated by the cost model") +
         "<br>" + esc(ops.slice(0, 6).join(", ") + (ops.length > 6 ? ", \u2026" : ""))
       );
-      boxes.push({ nodeId: it.id, valueMs: it.baselineMs, size: values[values.length - 1], chosenMs: chosenMs, speedup: speedup, colour: colourOf(speedup) });
+      boxes.push({ nodeId: it.id, valueMs: it.baselineMs, size: values[values.length - 1], chosenMs: chosenMs, speedup: speedup, colour: colourOf(speedup), estimated: !it.measured });
       // a module's totals: its sub-problems' sums
       for (var p = parent; p >= 0; p = up[p]) {
         values[p] += values[values.length - 1];
@@ -161,7 +185,7 @@
     // branchvalues "remainder": a module's own value is 0 and Plotly sums its
     // sub-problems (no rounding of our sums against Plotly's)
     var own = values.map(function (v, k) { return kinds[k] === "module" ? 0 : v; });
-    return { ids: ids, labels: labels, parents: parents, values: own, totals: values, colours: colours, texts: texts, nodeIds: nodeIds, boxes: boxes };
+    return { ids: ids, labels: labels, parents: parents, values: own, totals: values, colours: colours, texts: texts, nodeIds: nodeIds, boxes: boxes, hatch: hatch };
   };
 
   function shortLabel(it) {
@@ -198,20 +222,10 @@
       tiling: { orientation: "v" },
       pathbar: { visible: true, side: "top" },
       marker: {
-        colors: b.colours,
-        colorscale: SCALE,
-        cmin: -CLIP,
-        cmax: CLIP,
-        cmid: 0,
+        colors: b.colours.map(colourHex),
         line: { color: "#ffffff", width: 1 },
-        showscale: true,
-        colorbar: {
-          title: { text: "speedup", side: "right" },
-          tickvals: [-2, -1, 0, 1, 2],
-          ticktext: ["4\u00d7 slower", "2\u00d7 slower", "same", "2\u00d7 faster", "4\u00d7 faster"],
-          thickness: 12,
-          len: 0.9,
-        },
+        // hatched: the cost model's estimate, not measured yet
+        pattern: { shape: b.hatch, fgcolor: "#6b7280", fgopacity: 0.45, size: 6, solidity: 0.15 },
       },
       maxdepth: 6,
     };
@@ -242,5 +256,6 @@
   };
 
   TimeView.colourOf = colourOf;
+  TimeView.colourHex = colourHex;
   LEGO.TimeView = TimeView;
 })();

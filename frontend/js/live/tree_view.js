@@ -7,6 +7,8 @@
  *   view.select(nodeId);  // highlight a node (null clears)
  *   view.redraw();        // draw now, synchronously; returns the milliseconds it took
  *   view.position(nodeId) // {x, y} of a node in data coordinates, or null
+ *   view.drawn()          // [{id, label, labelled, folded, working, marked, agent}] of the nodes drawn
+ *   view.click(nodeId)    // what a click on a node does (unfold/fold, select)
  *   view.destroy()        // Plotly.purge and stop listening
  *   view.lastDrawMs, view.draws, view.plot (the Plotly graph div)
  *
@@ -35,6 +37,19 @@
  * layout.uirevision is constant and no axis range is ever set, so the
  * user's zoom and pan survive updates. Without WebGL it falls back to
  * "scatter" (SVG, slower).
+ *
+ * Live (issue 32): while the run goes, what folds is what the search has
+ * left behind (a subtree whose work is over, a reused node's subtree, an
+ * untaken decomposition), not what it has not reached: the tree's top
+ * levels are drawn from the start, down to the depth that fits FOLD_BUDGET.
+ * The frontier is always drawn with its ancestors: the nodes agents work on
+ * (ringed in the agent colour, "agent: name" above them) and the newest
+ * nodes (the last FRESH_EVENTS events' node_created: construction as it
+ * goes). A node is labelled when its subtree has room on screen (its drawn
+ * leaves' span times the leaf spacing >= LABEL_PX), or when an agent works
+ * on it, or when it is selected. A node the user unfolds stays drawn and
+ * unfolded (its ancestors pinned) while events arrive. Never more than
+ * NODE_BOUND nodes are drawn: a deeper fold depth is taken until they fit.
  */
 (function () {
   "use strict";
@@ -67,7 +82,11 @@
   var SELECT_COLOR = "#111111";
   var FOLD_RING = "#1d2330"; // a folded node: a dark ring, "+N" in its label
   var LABEL_PX = 56; // leaf spacing on screen from which nodes get labels
+  var LIVE_LABEL_PX = 48; // ... while the run goes (the live drawing opens the tree for that room: 7 characters)
   var FOLD_BUDGET = 110; // nodes drawn by default, at most (+ the way to running nodes)
+  var NODE_BOUND = 160; // never more nodes drawn than this (readability), frontier and unfolds included
+  var FRESH_EVENTS = 12; // nodes made in the last this many events are the construction frontier
+  var AGENT_COLOR = "#e69f00"; // the ring and label of a node an agent works on (the running colour)
 
   /* A node's short name: the last part of its module path and class
      ("attn_norm (RMSNorm)"), its ops ("pow, mean, add"), or an AND's kind. */
@@ -150,6 +169,8 @@
   }
 
   TreeView.COLORS = COLORS;
+  TreeView.NODE_BOUND = NODE_BOUND;
+  TreeView.FOLD_BUDGET = FOLD_BUDGET;
 
   TreeView.prototype._build = function () {
     var self = this;
@@ -310,16 +331,26 @@
         }
       }
     }
-    var busy = new Uint8Array(n), hot = new Uint8Array(n), size = new Uint32Array(n);
+    // busy: work happened in the subtree (or, while the run goes, is still to
+    // come: pending is not reached yet, not left behind); hot: the frontier
+    // (a running node or, live, a node made in the last FRESH_EVENTS events)
+    // is in it; open: a pending or running node is in it (work not over)
+    var live = !model.ended;
+    var freshFrom = model.lastSeq - FRESH_EVENTS;
+    var busy = new Uint8Array(n), hot = new Uint8Array(n), open = new Uint8Array(n), size = new Uint32Array(n);
     for (var q = pre.length - 1; q >= 0; q--) {
       var a = pre[q], node = nodes[a];
-      if (node.state !== "pending" && node.state !== "unexplored") busy[a] = 1;
-      if (node.state === "running") hot[a] = 1;
+      var outcome = node.outcome || node.state; // without the plan's "chosen" on top
+      var waiting = outcome === "pending" || outcome === "running";
+      if ((node.state !== "pending" && node.state !== "unexplored") || (live && outcome === "pending")) busy[a] = 1;
+      if (outcome === "running" || node._running || (live && node.bornSeq > freshFrom)) hot[a] = 1;
+      if (waiting) open[a] = 1;
       size[a] += 1;
       var p = node.parent == null ? undefined : index.get(node.parent);
       if (p !== undefined) {
         busy[p] |= busy[a];
         hot[p] |= hot[a];
+        open[p] |= open[a];
         size[p] += size[a];
       }
     }
@@ -334,22 +365,112 @@
         var p2 = nd.parent == null ? undefined : index.get(nd.parent);
         if (p2 === undefined) visible[j] = 1;
         if (!visible[j]) continue;
-        var open = (user && self._open.has(nd.id)) || !self.fold;
+        var unfolded = (user && self._open.has(nd.id)) || !self.fold;
         var shut = user && self._shut.has(nd.id);
-        var folded = !open && (shut || nd.reused || nd.depth >= cap ||
+        // left behind while live: a subtree whose work is over (nothing pending or running in it)
+        var behind = live && !open[j] && nd.children.length > 0 && nd.state !== "chosen";
+        var folded = !unfolded && (shut || nd.reused || nd.depth >= cap || behind ||
           (realPlan && nd.kind === "and" && nd.state !== "chosen")) && self.fold;
         for (var m = 0; m < nd.children.length; m++) {
           var ci = index.get(nd.children[m]);
           if (ci === undefined) continue;
           var kid = nodes[ci];
-          // in a folded node, only the way to a running node stays drawn
-          var show = (user && self._pinned.has(kid.id)) || (folded ? hot[ci] && !shut : open ||
+          // in a folded node, only the way to the frontier stays drawn
+          var show = (user && self._pinned.has(kid.id)) || (folded ? hot[ci] && !shut : unfolded ||
             (busy[ci] && !(kid.regionKind === "layout" && !kid.children.length)));
           if (show) visible[ci] = 1;
           else hidden[j] += size[ci];
         }
       }
       return { visible: visible, hidden: hidden };
+    }
+    // live: breadth first from the root, a node's children drawn while every
+    // drawn leaf keeps room for its label and FOLD_BUDGET holds (a wide flat
+    // decomposition stays folded, "+N", while the module hierarchy opens);
+    // then the way to the frontier and the user's unfolds on top
+    function breadthFirst(maxLeaves, budget) {
+      var visible = new Uint8Array(n), hidden = new Uint32Array(n);
+      var queue = [], drawnCount = 0, leafCount = 0;
+      for (var r2 = 0; r2 < pre.length; r2++) {
+        var j0 = pre[r2], nd0 = nodes[j0];
+        var p0 = nd0.parent == null ? undefined : index.get(nd0.parent);
+        if (p0 === undefined) {
+          visible[j0] = 1;
+          queue.push(j0);
+          drawnCount++;
+          leafCount++;
+        }
+      }
+      function showable(j) { // children a drawn node would show when open
+        var nd = nodes[j], out = [];
+        if (self._shut.has(nd.id)) return out;
+        var forced = self._open.has(nd.id);
+        var behind = !open[j] && nd.children.length > 0 && nd.state !== "chosen";
+        // (an untaken decomposition the search still works in is not left behind)
+        if (!forced && (nd.reused || behind)) return out;
+        for (var m = 0; m < nd.children.length; m++) {
+          var ci = index.get(nd.children[m]);
+          if (ci === undefined) continue;
+          var kid = nodes[ci];
+          if (forced || (busy[ci] && !(kid.regionKind === "layout" && !kid.children.length))) out.push(ci);
+        }
+        return out;
+      }
+      for (var h = 0; h < queue.length; h++) {
+        var j = queue[h], kids = showable(j);
+        if (!kids.length) continue;
+        var forcedOpen = self._open.has(nodes[j].id);
+        if (!forcedOpen && (leafCount + kids.length - 1 > maxLeaves || drawnCount + kids.length > budget)) continue;
+        for (var k = 0; k < kids.length; k++) {
+          visible[kids[k]] = 1;
+          queue.push(kids[k]);
+        }
+        drawnCount += kids.length;
+        leafCount += kids.length - 1;
+      }
+      // the way to the frontier and to pinned nodes, through folded nodes,
+      // and the children of the user's unfolds (pre-order: parents first)
+      for (var v = 0; v < pre.length; v++) {
+        var j2 = pre[v];
+        if (!visible[j2]) continue;
+        var nd2 = nodes[j2];
+        if (self._open.has(nd2.id)) {
+          var opened = showable(j2);
+          for (var o = 0; o < opened.length; o++) visible[opened[o]] = 1;
+        }
+        for (var m2 = 0; m2 < nd2.children.length; m2++) {
+          var c2 = index.get(nd2.children[m2]);
+          if (c2 === undefined || visible[c2]) continue;
+          if ((hot[c2] && !self._shut.has(nd2.id)) || self._pinned.has(nodes[c2].id)) visible[c2] = 1;
+        }
+      }
+      for (var v2 = 0; v2 < pre.length; v2++) {
+        var j3 = pre[v2];
+        if (!visible[j3]) continue;
+        var nd3 = nodes[j3];
+        for (var m3 = 0; m3 < nd3.children.length; m3++) {
+          var c3 = index.get(nd3.children[m3]);
+          if (c3 !== undefined && !visible[c3]) hidden[j3] += size[c3];
+        }
+      }
+      return { visible: visible, hidden: hidden };
+    }
+    function count(vis) {
+      var c = 0;
+      for (var w2 = 0; w2 < n; w2++) c += vis.visible[w2];
+      return c;
+    }
+    if (live && this.fold) {
+      this.foldDepth = null;
+      var room = Math.max(8, Math.floor(Math.max(600, (this.plot.clientWidth || 0) - 20) / LIVE_LABEL_PX));
+      var budget = FOLD_BUDGET, drawing = breadthFirst(room, budget), over = count(drawing) - NODE_BOUND;
+      while (over > 0 && budget > 10) { // the frontier or an unfold took more room: open less elsewhere
+        budget = Math.max(10, budget - over);
+        room = Math.max(2, room - over);
+        drawing = breadthFirst(room, budget);
+        over = count(drawing) - NODE_BOUND;
+      }
+      return drawing;
     }
     // still more than FOLD_BUDGET nodes (the plan's own path is ~180 in a
     // tiny llama run): fold one level more, at the deepest depth whose
@@ -372,8 +493,16 @@
         cap = Math.max(1, cap - 1);
       }
     }
+    var result = pass(true, cap);
+    // the frontier and the user's unfolds come on top: fold shallower until
+    // the drawing fits NODE_BOUND (a user's unfold itself always stays)
+    while (this.fold && cap > 1 && count(result) > NODE_BOUND) {
+      if (cap === Infinity) cap = perDepth.length;
+      cap--;
+      result = pass(true, cap);
+    }
     this.foldDepth = cap;
-    return pass(true, cap);
+    return result;
   };
 
   /* x and y of every node (arrays aligned with model.order; NaN when not
@@ -385,6 +514,7 @@
     var n = order.length;
     var xs = new Float64Array(n).fill(NaN);
     var ys = new Float64Array(n).fill(NaN);
+    var lo = new Float64Array(n).fill(NaN), hi = new Float64Array(n).fill(NaN); // drawn leaves' x span
     var nodes = new Array(n);
     for (var i = 0; i < n; i++) nodes[i] = model.nodes.get(order[i]);
     var vis = this.visibility(nodes);
@@ -428,11 +558,16 @@
         stackFirst.pop();
         stackLast.pop();
         ys[idx] = -node.depth;
-        if (first < 0) xs[idx] = leaf++;
-        else xs[idx] = (xs[first] + xs[last]) / 2;
+        if (first < 0) {
+          xs[idx] = lo[idx] = hi[idx] = leaf++;
+        } else {
+          xs[idx] = (xs[first] + xs[last]) / 2;
+          lo[idx] = lo[first];
+          hi[idx] = hi[last];
+        }
       }
     }
-    return { xs: xs, ys: ys, nodes: nodes, visible: visible, hidden: vis.hidden };
+    return { xs: xs, ys: ys, lo: lo, hi: hi, nodes: nodes, visible: visible, hidden: vis.hidden };
   };
 
   /* OR marker diameter in px for the current zoom: 0.8 of the on-screen
@@ -525,8 +660,25 @@
     }
   };
 
-  /* A click on a node: unfold it when it folds children away, fold it when
-     it is the selected node and shows them. */
+  /* The nodes of the last drawing: [{id, label, labelled (a label is
+     drawn), folded (nodes it folds away), working (an agent works on it),
+     marked (ringed with its agent), agent}]. */
+  TreeView.prototype.drawn = function () {
+    return (this._drawnList || []).slice();
+  };
+
+  /* What a click on a node does: unfold or fold it (toggle), select it and
+     tell options.onSelect. */
+  TreeView.prototype.click = function (nodeId) {
+    var id = String(nodeId);
+    this.toggle(id);
+    this.select(id);
+    if (this.onSelect) this.onSelect(id);
+  };
+
+  /* A click on a node: unfold it when it folds children away (it and its
+     ancestors stay drawn while the tree changes: pinned), fold it when it
+     is the selected node and shows them. */
   TreeView.prototype.toggle = function (nodeId) {
     var id = String(nodeId);
     var lay = this._lay;
@@ -536,6 +688,7 @@
     if (lay.hidden[i]) {
       this._open.add(id);
       this._shut.delete(id);
+      for (var a = n; a; a = a.parent ? this.model.nodes.get(a.parent) : null) this._pinned.add(a.id);
     } else if (this.selected === id) {
       this._shut.add(id);
       this._open.delete(id);
@@ -593,6 +746,22 @@
     var sx = [];
     var sy = [];
     function bucket() { return { x: [], y: [], ids: [], text: [], labels: [], color: [] }; }
+    // this drawing's extent first: the leaf spacing (labels, marker size) follows from it
+    var minX = Infinity, maxX = -Infinity, minY = Infinity, maxY = -Infinity, any = 0;
+    for (var e = 0; e < n; e++) {
+      if (!visible[e]) continue;
+      any = 1;
+      if (xs[e] < minX) minX = xs[e];
+      if (xs[e] > maxX) maxX = xs[e];
+      if (ys[e] < minY) minY = ys[e];
+      if (ys[e] > maxY) maxY = ys[e];
+    }
+    this._extent = any ? { minX: minX, maxX: maxX, minY: minY, maxY: maxY } : null;
+    // labels where the node's drawn subtree has room, on the frontier and on the selected node
+    var spacing = this.leafSpacingPx();
+    var agentX = [], agentY = [], agentIds = [], agentText = [];
+    var newest = model.order.length ? model.order[model.order.length - 1] : null; // the construction point
+    var drawnList = [];
     var orPlain = bucket(), orReused = bucket(), and = bucket(), orFolded = bucket(), andFolded = bucket();
     var counts = {};
     LEGO.RunModel.STATES.forEach(function (s) { counts[s] = 0; });
@@ -627,7 +796,18 @@
       b.y.push(y);
       b.ids.push(node.id);
       b.text.push(this._hoverCached(node) + (folds ? "<br><i>" + folds + " node" + (folds === 1 ? "" : "s") + " folded: click to unfold</i>" : ""));
-      b.labels.push(nodeLabel(node) + (folds ? " +" + folds : ""));
+      var working = node.state === "running" || (node.kind === "or" && node._running);
+      var room = (lay.hi[i] - lay.lo[i] + 1) * spacing;
+      var labelled = room >= (model.ended ? LABEL_PX : LIVE_LABEL_PX) || working || i === selIdx || (!model.ended && node.id === newest);
+      var label = nodeLabel(node) + (folds ? " +" + folds : "");
+      b.labels.push(labelled ? short(label, Math.max(7, Math.floor(room / 6.5))) : "");
+      if (working) {
+        agentX.push(x);
+        agentY.push(y);
+        agentIds.push(node.id);
+        agentText.push("agent: " + (node.agent || "?"));
+      }
+      drawnList.push({ id: node.id, label: label, labelled: labelled, folded: folds, working: working, marked: working, agent: working ? node.agent || "" : "" });
       b.color.push(COLORS[node.state] || COLORS.pending);
       if (node.kind === "and" && node.shared.length && (this.showShared || i === selIdx || (selNode && selNode.kind === "or"))) {
         for (var j = 0; j < node.shared.length; j++) {
@@ -641,15 +821,6 @@
       }
     }
 
-    var minX = Infinity, maxX = -Infinity, minY = Infinity, maxY = -Infinity;
-    for (var e = 0; e < n; e++) {
-      if (!visible[e]) continue;
-      if (xs[e] < minX) minX = xs[e];
-      if (xs[e] > maxX) maxX = xs[e];
-      if (ys[e] < minY) minY = ys[e];
-      if (ys[e] > maxY) maxY = ys[e];
-    }
-    this._extent = drawn ? { minX: minX, maxX: maxX, minY: minY, maxY: maxY } : null;
     var size = this.markerSize();
     var andSize = Math.max(3, Math.round(size * 0.7 * 2) / 2);
     // the reused ring: thin, and none on markers too small to show it and
@@ -657,16 +828,14 @@
     var ring = size >= 7 ? 1.5 : size >= 5 ? 1 : 0;
 
     var type = this.traceType;
-    // labels once a leaf's spacing on screen has room for a few words
-    var spacing = this.leafSpacingPx();
+    // every leaf labelled once a leaf's spacing on screen has room for a few words
     var withLabels = spacing >= LABEL_PX;
-    var chars = Math.max(6, Math.floor(spacing / 6.5));
     this.labelsShown = withLabels;
     function nodeTrace(name, b, symbol, size, line) {
       return {
-        type: type, mode: withLabels ? "markers+text" : "markers", name: name, x: b.x, y: b.y, customdata: b.ids,
+        type: type, mode: "markers+text", name: name, x: b.x, y: b.y, customdata: b.ids,
         hovertext: b.text, hovertemplate: "%{hovertext}<extra></extra>",
-        text: withLabels ? b.labels.map(function (t) { return short(t, chars); }) : undefined,
+        text: b.labels,
         textposition: "bottom center", textfont: { size: 11, color: "#1d2330" },
         marker: { symbol: symbol, size: size, color: b.color, line: line },
         showlegend: false,
@@ -691,6 +860,13 @@
       nodeTrace("AND nodes", and, "diamond", andSize, { width: 0 }),
       nodeTrace("folded OR nodes", orFolded, "circle", size + 2, foldRing),
       nodeTrace("folded AND nodes", andFolded, "diamond", andSize + 2, foldRing),
+      {
+        // the nodes agents work on: a ring in the agent colour, the agent's name above
+        type: type, mode: "markers+text", name: "agents at work", x: agentX, y: agentY, customdata: agentIds, hoverinfo: "skip",
+        text: agentText, textposition: "top center", textfont: { size: 11, color: "#8a5a00" },
+        marker: { symbol: "circle-open", size: size + 8, color: AGENT_COLOR, line: { width: 3, color: AGENT_COLOR } },
+        showlegend: false,
+      },
       {
         type: type, mode: "markers", name: "selected", x: selX, y: selY, hoverinfo: "skip",
         marker: { symbol: "circle-open", size: size + 10, color: SELECT_COLOR, line: { width: size >= 7 ? 3 : 2, color: SELECT_COLOR } },
@@ -728,8 +904,10 @@
     this._legendItems.pending.hidden = !!model.ended && !counts.pending;
     this._legendItems.unexplored.hidden = !model.ended && !counts.unexplored;
     this._drawnSize = size;
+    this._drawnSpacing = spacing;
     this._stats.textContent = drawn + " of " + n + " nodes shown";
     this.drawnNodes = drawn;
+    this._drawnList = drawnList;
     this._empty.style.display = n ? "none" : "";
     this._lay = lay;
     this._drawnKey = key;
@@ -746,7 +924,9 @@
     var self = this;
     // zoomed or resized: markers sized for the new spacing
     this.plot.on("plotly_relayout", function () {
-      if (self.markerSize() !== self._drawnSize || (self.leafSpacingPx() >= LABEL_PX) !== self.labelsShown) {
+      // labels follow the room on screen: redraw when the spacing changed by a sixth
+      var spacing = self.leafSpacingPx();
+      if (self.markerSize() !== self._drawnSize || Math.abs(spacing - (self._drawnSpacing || 0)) > spacing / 6) {
         self._drawnKey = null;
         self._schedule();
       }
@@ -756,9 +936,7 @@
       for (var i = 0; i < pts.length; i++) {
         var id = pts[i].customdata;
         if (id == null) continue;
-        self.toggle(id);
-        self.select(id);
-        if (self.onSelect) self.onSelect(String(id));
+        self.click(id);
         return;
       }
     });

@@ -140,6 +140,13 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     # instead of failing at once with "database is locked"
     DATABASES["default"]["CONN_MAX_AGE"] = 0
     DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+    # write-ahead log: the worker's stream of events (one commit each, a
+    # thousand in a tree's construction) no longer waits for a full sync per
+    # commit, and the web server's reads do not block it (nor it them);
+    # IMMEDIATE: a writer takes the lock when it starts, so two writers wait
+    # in turn instead of failing with "database is locked" on the upgrade
+    DATABASES["default"]["OPTIONS"].update(
+        init_command="PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;", transaction_mode="IMMEDIATE")
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
