@@ -10,7 +10,7 @@ drawn, the header's text, the time view's boxes):
   time view shows the plan's sub-problems as estimated (hatched) boxes, and
   a node an agent is working on is drawn and marked with its agent;
 * the drawn-node count never passes the tree's readability bound
-  (``LEGO.TreeView.NODE_BOUND``);
+  (``LEGO.TreeView.NODE_BOUND``), from the upload to the run's end;
 * a folded node the user unfolds (the tree's click handler) stays drawn and
   unfolded across the next 50 events.
 
@@ -123,5 +123,22 @@ def test_the_tree_grows_where_the_agents_work_from_the_first_seconds(
                 break
             time.sleep(0.1)
         assert s["seq"] >= seq0 + 50, f"fewer than 50 events after the unfold: {s}"
+        # and the bound holds to the run's end
+        most = max(x["drawn"] for x in samples)
+        while time.monotonic() < deadline:
+            assert proc.poll() is None, log.read_text(errors="replace")[-4000:]
+            try:
+                s = page.evaluate(SAMPLE)
+            except playwright_sync.Error:  # the page reloads into the finished run
+                s = None
+            if s is None:
+                time.sleep(0.2)
+                continue
+            assert s["drawn"] <= bound and s["plotPoints"] <= bound, (s, bound)
+            most = max(most, s["drawn"])
+            if s["ended"]:
+                break
+            time.sleep(0.2)
+        print(f"at most {most} nodes drawn (bound {bound})")
         context.close()
     assert not errors, errors

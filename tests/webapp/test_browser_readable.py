@@ -64,7 +64,10 @@ def test_time_view_folded_tree_search_and_header(fresh_kernel_cache, app, chromi
     assert legend == subproblems
     shot(page, "time-view.png")
 
-    # a click on the widest box selects its node in the tree and fills the panel
+    # a click on the widest box selects its node in the tree and fills the panel (scrolled to it
+    # first, as a person does: the activity card above the time view can push it below the fold)
+    page.locator("#time-view").scroll_into_view_if_needed()
+    boxes = page.evaluate(BOXES)
     widest = max(boxes, key=lambda b: b["w"])
     page.mouse.click(widest["x"], widest["y"])
     wait_js(page, f"() => LEGO.page.tree.selected === '{widest['id']}'", 10, "the tree selection", log)
