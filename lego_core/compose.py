@@ -239,9 +239,10 @@ def model_source(graph: Graph, items: list[OrNode], problem, run_id: str, kernel
     parts.append("# tensors held by those globals and class attributes (\"global\" or \"class\", class, name): the plan keeps their values;\n"
                  "# reassigned or edited in place after the first call, the original forward runs\n"
                  f"GLOBAL_TENSORS = {global_tensors(problem.model, problem.module)!r}\n")
+    constants = constant_attributes(graph, problem.model)
     parts.append("# plain tensor attributes the plan reads as constants (module path, name, constant): a change runs the original forward\n"
-                 f"CONSTANT_ATTRIBUTES = {constant_attributes(graph, problem.model)!r}\n")
-    lazy = [c for c in constant_attributes(graph, problem.model) if (f"{c[0]}.{c[1]}" if c[0] else c[1]) in getattr(problem, "lazy_tensors", ())]
+                 f"CONSTANT_ATTRIBUTES = {constants!r}\n")
+    lazy = [c for c in constants if (f"{c[0]}.{c[1]}" if c[0] else c[1]) in getattr(problem, "lazy_tensors", ())]
     parts.append("# those the model's first forward makes (None or absent before it): a ModelNew whose plan runs never makes them\n"
                  f"LAZY_CONSTANTS = {tuple((p, n) for p, n, _c in lazy)!r}\n")
     parts.append("# module state forward writes (dotted name, how eager writes it: \"in place\" or \"reassigned\", shape, dtype): read and written back at every call\n"

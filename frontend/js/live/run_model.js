@@ -507,7 +507,7 @@
     }
   };
 
-  /* A short name for a node in the ticker: its label's op part or module. */
+  /* A node's name in the ticker: its label, cut at 60 characters. */
   RunModel.prototype._name = function (n) {
     if (!n) return "?";
     var label = String(n.label || n.id);
