@@ -20,7 +20,7 @@ read from its report.json:
   refuse and the phrase the refusal must contain; such a row is ``ok`` when
   refused so (none now: the stateful models, ``STATEFUL``, whose forwards
   write module state, are expected to deliver verified plans with the state
-  carried by ModelNew, ``lego_core.state``).
+  carried by ModelNew, ``lego_core.load.state``).
 - ``verified``: the end-to-end judge against fp64 passed (``end_to_end.passed``).
 - ``dropped``: the kernels the judge took out (``summary.dropped_by_judge``;
   their labels from ``end_to_end.dropped`` under the row).
@@ -189,7 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--timeout", type=float, default=None, help="seconds per model search (default 1800 on cuda, 300 on cpu)")
     parser.add_argument("--jobs", type=int, default=1,
                         help="optimizer runs at once (all dtypes share the pool; on one GPU each timing inside a search holds it alone, "
-                             "lego_core.gpu_lock); the search s column is then wall time under that load")
+                             "lego_core.runtime.gpu_lock); the search s column is then wall time under that load")
     parser.add_argument("--search-arg", action="append", default=[],
                         help=f"extra optimizer option (repeatable), e.g. --search-arg=--max-search-time=600 (cpu default --max-search-time {CPU_SEARCH_S:g})")
     return parser

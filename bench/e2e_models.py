@@ -13,7 +13,7 @@ optimized times are measured in the same child process (CUDA events, L2
 flushed, median); on a CPU only the cost model's estimate exists and the
 table says so.  "launch" is how the shipped ModelNew runs (plan or the
 original forward, launched directly or replayed as a CUDA graph; chosen by
-measurement, ``lego_core.launch``).  ``--json FILE`` also writes every
+measurement, ``lego_core.judge.end_to_end.launch``).  ``--json FILE`` also writes every
 report.
 """
 from __future__ import annotations

@@ -16,8 +16,8 @@ folder's tiny.json).  For each dtype and model:
    per-model ``--timeout``; its wall time is ``search_s``.  The folder is
    reused: ``--skip-search`` keeps existing folders and times them again.
 2. **timing**: ONE process per dtype (per GPU) measures each model in turn:
-   the roofline floor (``lego_core.roofline``), the peak GPU memory of one
-   eager forward, then side by side (``lego_core.benchmark``): eager,
+   the roofline floor (``lego_core.cost.roofline``), the peak GPU memory of one
+   eager forward, then side by side (``lego_core.judge.end_to_end.benchmark``): eager,
    torch.compile ``default`` and ``reduce-overhead``, and LEGO's ModelNew
    loaded from the output folder as a user loads it, on the same inputs
    (seed 1, as ../shared/tools/sidebyside.py draws them), CUDA events, L2
@@ -180,9 +180,10 @@ def time_entry(entry: Entry, dtype: str, device: str, out_root: Path, rep: int, 
     """Floor, eager peak memory and side-by-side timings of one model in this process; a row."""
     import torch
 
-    from lego_core import benchmark, roofline
-    from lego_core.capture import capture_graph
-    from lego_core.problem import ProblemSpec, load_problem
+    from lego_core.judge.end_to_end import benchmark
+    from lego_core.cost import roofline
+    from lego_core.load.capture import capture_graph
+    from lego_core.load.problem import ProblemSpec, load_problem
 
     folder = out_folder(out_root, entry, dtype, device)
     row: dict = {"model": entry.name, "group": entry.group, "dtype": dtype, "overrides": entry.overrides, "out_dir": str(folder)}
@@ -242,7 +243,7 @@ def _read_report(folder: Path) -> dict | None:
 def _launch_mode(report: dict | None) -> str | None:
     """How the shipped ModelNew runs: report.json's ``launch.chosen``
     (``plan``, ``plan+graph``, ``original``, ``original+graph``; see
-    lego_core/launch.py), or None for a report without one."""
+    lego_core/judge/end_to_end/launch.py), or None for a report without one."""
     launch = (report or {}).get("launch") or {}
     return launch.get("chosen") or launch.get("forward")
 
@@ -293,7 +294,7 @@ def timing_worker(entries: list[Entry], dtype: str, device: str, out_root: Path,
     if device == "cuda":
         import torch
 
-        from lego_core import roofline
+        from lego_core.cost import roofline
 
         state["ceilings"] = roofline.measure_ceilings(device, dtype).to_dict()
         torch.cuda.empty_cache()
@@ -397,7 +398,7 @@ def run_on_gpus(entries: list[Entry], args, gpus: list[str]) -> dict:
     each with its share of the models (dealt in turn); rows merged back into
     ``entries`` order.  A GPU named more than once (``--gpus 0,0,0``) runs
     that many searches at once on it (each timing of a search holds the GPU
-    alone: ``lego_core.gpu_lock``; the reported timings below never share it).  Two phases: the searches run on all GPUs at once; then the
+    alone: ``lego_core.runtime.gpu_lock``; the reported timings below never share it).  Two phases: the searches run on all GPUs at once; then the
     timing workers run one after another, so no timed call shares the host
     CPU with another GPU's search or torch.compile (eager and torch.compile
     default are launch-bound: host load changes their numbers)."""

@@ -32,7 +32,7 @@ For each dtype and model:
 2. **time**: ONE process per dtype times every model in turn as a user
    calls it: eager, torch.compile ``default`` and
    ``reduce-overhead``, and LEGO's ModelNew loaded from the output folder
-   (``lego_core.benchmark.side_by_side``: the rules of
+   (``lego_core.judge.end_to_end.benchmark.side_by_side``: the rules of
    ../shared/tools/sidebyside.py: weights under seed 0, inputs under seed 1
    (floating ones cast to the dtype, integer ones as they are), CUDA events,
    L2 flushed with a 256 MB buffer, median of ``--rep`` (50) calls), then
@@ -256,9 +256,9 @@ def time_model(entry: gm.Entry, dtype: str, device: str, folder: Path, rep: int,
     forward); ``timing_error`` when loading or running failed."""
     import torch
 
-    from lego_core import benchmark
-    from lego_core.e2e import eager_uses_tf32
-    from lego_core.problem import ProblemSpec, load_problem
+    from lego_core.judge.end_to_end import benchmark
+    from lego_core.judge.end_to_end.e2e import eager_uses_tf32
+    from lego_core.load.problem import ProblemSpec, load_problem
 
     timed = device == "cuda" if timed is None else timed
     out: dict = {"timing_method": ("cuda_events" if device == "cuda" else "perf_counter") if timed else None, "rep": rep if timed else None}
@@ -339,7 +339,7 @@ def time_in_child(entries: list[gm.Entry], dtype: str, args) -> tuple[dict, dict
     return meta, timed
 
 
-# LEGO's fp32 error against eager allowed where eager itself runs in TF32 (lego_core.e2e.eager_uses_tf32: cuDNN
+# LEGO's fp32 error against eager allowed where eager itself runs in TF32 (lego_core.judge.end_to_end.e2e.eager_uses_tf32: cuDNN
 # convolutions by PyTorch's default): two TF32 convolution algorithms (NCHW and channels-last) differ by 1e-4 to 1e-3
 TF32_TOL = 2e-3
 

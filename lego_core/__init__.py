@@ -7,8 +7,8 @@ Public API: ``optimize``, ``ProblemSpec``, ``ProblemError``,
 from lego_core.api import optimize
 from lego_core.errors import OptimizeError
 from lego_core.config import OptimizeConfig, SandboxLimits
-from lego_core.spec import ProblemError, ProblemSpec, parse_overrides
-from lego_core.sandbox import ChildCrashed
+from lego_core.load.spec import ProblemError, ProblemSpec, parse_overrides
+from lego_core.runtime.sandbox import ChildCrashed
 
 __all__ = [
     "ChildCrashed",

@@ -5,7 +5,7 @@ Usage from Python::
     from lego_core import ProblemSpec, optimize
     report = optimize(ProblemSpec("model.py", {"batch_size": 2}), "out/")
 
-The run happens in a child process (``lego_core.sandbox``) because it
+The run happens in a child process (``lego_core.runtime.sandbox``) because it
 imports and runs the user's model file; progress arrives at ``sink`` as
 ``lego_core.events`` objects.
 """
@@ -19,14 +19,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from lego_core import jail as jail_mod
-from lego_core import output, staged
-from lego_core.cache import KernelCache, store_forwarded
+from lego_core.runtime import jail as jail_mod
+from lego_core.runtime import output, staged
+from lego_core.search.cache import KernelCache, store_forwarded
 
 from lego_core.config import OptimizeConfig
 from lego_core.events import RunFailed, Sink, null_sink
-from lego_core.spec import TORCH_DTYPE_NAMES, ProblemError, ProblemSpec, new_run_id
-from lego_core.sandbox import ChildCrashed, run_in_child  # noqa: F401 - ChildCrashed: part of the API
+from lego_core.load.spec import TORCH_DTYPE_NAMES, ProblemError, ProblemSpec, new_run_id
+from lego_core.runtime.sandbox import ChildCrashed, run_in_child  # noqa: F401 - ChildCrashed: part of the API
 
 
 def optimize(
@@ -42,7 +42,7 @@ def optimize(
     ``out_dir/reference_model.py`` and ``out_dir/report.json``, and returns the
     report (a JSON-ready dict).  The files appear only when the run passed
     (composed in a staging folder, verified, then moved in by rename:
-    ``lego_core.output``); a failed run leaves ``out_dir`` as it was, with
+    ``lego_core.runtime.output``); a failed run leaves ``out_dir`` as it was, with
     ``FAILED.json`` beside an earlier run's output, and never touches files
     LEGO did not write.  ``isolate=False`` runs in this process (tests
     of lego_core's internals only; never for uploaded code).
@@ -79,7 +79,7 @@ def optimize(
 
 def _run_isolated(spec: ProblemSpec, out_dir: str, config: OptimizeConfig, sink: Sink, run_id: str, made: list) -> dict:
     """The run in a child process: jailed by bubblewrap where it can be
-    (``lego_core.jail``), with ``config.limits``; kernel cache entries it
+    (``lego_core.runtime.jail``), with ``config.limits``; kernel cache entries it
     sends are checked and written here (``cache.store_forwarded``); its
     staged output is checked (``staged.accept``) and committed here."""
     from lego_core.pipeline_entry import run_pipeline_in_child
@@ -171,11 +171,11 @@ def _key_for(spec: ProblemSpec, config: OptimizeConfig):
     and its GPU's name, the dtype, the pipeline's agent, the config, the
     versions and the generator's hash), not from what the child says."""
     from lego_core.agents import agent_name
-    from lego_core.cache import cache_key
+    from lego_core.search.cache import cache_key
 
     device = spec.device
     if device == "cuda":
-        from lego_core import gpu_probe
+        from lego_core.runtime import gpu_probe
 
         device = f"cuda:{gpu_probe.probe()['name']}"
     dtype = TORCH_DTYPE_NAMES[spec.dtype]  # str(spec.torch_dtype) less "torch.", without importing torch here
@@ -199,7 +199,7 @@ def _make_folders(path: Path) -> list[Path]:
 def _leave_no_unverified_output(out: Path, run_id: str, spec: ProblemSpec, exc: BaseException) -> None:
     """After a failed run: remove its staging folder (a child that died could
     not), and mark an earlier run's output in ``out`` with ``FAILED.json``
-    (``lego_core.output``)."""
+    (``lego_core.runtime.output``)."""
     output.discard(output.staging_path(out, run_id))
     try:
         output.mark_failed(out, run_id, Path(spec.path).name, f"{type(exc).__name__}: {exc}")

@@ -24,9 +24,9 @@ from lego_core.api import optimize
 from lego_core.config import AGENT_CHOICES, MAX_AGENTS, STRATEGIES, OptimizeConfig
 from lego_core.errors import OptimizeError
 from lego_core.events import Event
-from lego_core.override_checks import check_overrides_in_source
-from lego_core.spec import DEVICES, DTYPE_NAMES, ProblemError, ProblemSpec, format_override, parse_overrides, read_source
-from lego_core.sandbox import ChildCrashed
+from lego_core.load.override_checks import check_overrides_in_source
+from lego_core.load.spec import DEVICES, DTYPE_NAMES, ProblemError, ProblemSpec, format_override, parse_overrides, read_source
+from lego_core.runtime.sandbox import ChildCrashed
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -232,7 +232,7 @@ def run_optimize(args: argparse.Namespace, console: Console) -> int:
         max_tokens=args.max_tokens,
         max_search_s=args.max_search_time,
         patience_s=args.patience,
-        import_paths=python_path(),  # the jail shows them read-only, as the model's own folder (lego_core.local_modules)
+        import_paths=python_path(),  # the jail shows them read-only, as the model's own folder (lego_core.load.local_modules)
     )
     view = ProgressView(console)
     started = time.monotonic()
@@ -287,7 +287,7 @@ def written_names(out: Path) -> list[str]:
     """What a finished run put into ``out``, in ``output.LEGO_NAMES`` order,
     folders with a trailing ``/`` (``constants.pt`` and ``lego_overrides.py``
     only when the run wrote them; not the bookkeeping record)."""
-    from lego_core.output import FAILED, LEGO_NAMES, RECORD
+    from lego_core.runtime.output import FAILED, LEGO_NAMES, RECORD
 
     names = []
     for name in LEGO_NAMES:

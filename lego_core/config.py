@@ -1,6 +1,6 @@
 """Every setting that changes what the optimizer produces, in one place.
 
-The kernel cache key (``lego_core.cache``) is built from
+The kernel cache key (``lego_core.search.cache``) is built from
 ``OptimizeConfig.key()`` plus library versions, so a knob that changes
 generated code or its acceptance belongs in ``key()``.
 """
@@ -23,7 +23,7 @@ def _three_quarters_of_memory_mb() -> int | None:
 @dataclasses.dataclass(frozen=True)
 class SandboxLimits:
     """Resource limits of the optimizer child and every process it starts
-    (``lego_core.sandbox_child.limit_resources``); each applies per process
+    (``lego_core.runtime.sandbox_child.limit_resources``); each applies per process
     (the candidate executors get their own), None leaves it unset.
 
     ``memory_mb``: data segment (RLIMIT_DATA: heap and private writable
@@ -75,7 +75,7 @@ class OptimizeConfig:
     ``force_triton``: choose every verified Triton candidate whatever its cost
     (tests use it to exercise every generated kernel in the composed model).
     ``channels_last``: capture 4-D activations in channels-last (NHWC) memory
-    order (``lego_core.capture.capture_graph``), which cuDNN's convolutions
+    order (``lego_core.load.capture.capture_graph``), which cuDNN's convolutions
     and the pointwise kernels after them run faster in; the composed model
     converts 4-D inputs at entry and returns eager's output layout.
     ``"auto"``: on CUDA for models with a 2-D convolution; True / False force it.
@@ -111,7 +111,7 @@ class OptimizeConfig:
     Sandbox: ``limits``: the optimizer child's resource limits
     (:class:`SandboxLimits`).  ``model_folder``: show the model file's folder
     read-only in the jail, so that the model imports its sibling modules
-    (``lego_core.local_modules``; the web app turns it off for an upload
+    (``lego_core.load.local_modules``; the web app turns it off for an upload
     whose folder is not its run's own).  ``import_paths``: more folders shown
     read-only and put on the child's import path (the command line passes
     its ``PYTHONPATH``; a web run none).  Neither changes generated code:
@@ -148,7 +148,7 @@ class OptimizeConfig:
     import_paths: tuple = ()
 
     def __post_init__(self) -> None:
-        from lego_core.verify_policy import draw_seeds
+        from lego_core.judge.verify_policy import draw_seeds
 
         if self.verify_seeds is None:
             object.__setattr__(self, "verify_seeds", draw_seeds(3))

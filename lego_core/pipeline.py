@@ -15,27 +15,29 @@ from pathlib import Path
 
 import torch
 
-from lego_core import e2e, fallback, local_modules, output, sandbox_child
+from lego_core.judge.end_to_end import e2e, fallback
+from lego_core.load import local_modules
+from lego_core.runtime import output, sandbox_child
 from lego_core.agents import make_agent
-from lego_core.cache import KernelCache
-from lego_core.capture import capture_graph, layout_inputs, use_channels_last
-from lego_core.compose import write_output
+from lego_core.search.cache import KernelCache
+from lego_core.load.capture import capture_graph, layout_inputs, use_channels_last
+from lego_core.compose.folder import write_output
 from lego_core.config import OptimizeConfig
 from lego_core.errors import OptimizeError
-from lego_core.judge.executor import use_model_file_settings
-from lego_core.judge.forkserver import warm_up
+from lego_core.judge.process.executor import use_model_file_settings
+from lego_core.judge.process.forkserver import warm_up
 from lego_core.events import RunStarted, Sink, StageStarted, TranscriptMessage
-from lego_core.launch import choose_launch, rule_out
-from lego_core.memory import MemoryMeter
-from lego_core.problem import ProblemError, ProblemSpec, load_problem
-from lego_core.spec import new_run_id, overrides_to_json
+from lego_core.judge.end_to_end.launch import choose_launch, rule_out
+from lego_core.runtime.memory import MemoryMeter
+from lego_core.load.problem import ProblemError, ProblemSpec, load_problem
+from lego_core.load.spec import new_run_id, overrides_to_json
 from lego_core.report import build_report
-from lego_core.search import Search, run_search
+from lego_core.search.engine import Search
 from lego_core.search.plan import Plan
-from lego_core.search.boundary import BoundaryStore
-from lego_core.costing import library_estimate_ms
-from lego_core.tree import FusionTree, OrNode, build_tree, node_created
-from lego_core.verify_policy import seeds_record
+from lego_core.judge.boundary import BoundaryStore
+from lego_core.cost.costing import library_estimate_ms
+from lego_core.tree.fusion_tree import FusionTree, OrNode, build_tree, node_created
+from lego_core.judge.verify_policy import seeds_record
 
 
 AGENT = "template"  # the default agent (OptimizeConfig.agent; its name is part of every kernel cache key: api._key_for)
@@ -45,7 +47,7 @@ def run_pipeline(spec: ProblemSpec, out_dir: str, config: OptimizeConfig, emit: 
     """Optimize one problem; write ``out_dir``; return the report dict.
 
     The output is composed, verified end to end and given its launch plan in
-    a staging folder beside ``out_dir`` (``lego_core.output``), and moved into
+    a staging folder beside ``out_dir`` (``lego_core.runtime.output``), and moved into
     ``out_dir`` only when everything passed; on any exception the staging
     folder is removed and ``out_dir`` is as it was.  ``run_id`` names the run
     (and its staging folder; a new one when None).  ``commit=False`` (the
@@ -99,7 +101,7 @@ def _run(spec: ProblemSpec, target: Path, out: Path, config: OptimizeConfig, emi
         search = Search(tree, activations, parameters, make_agent(config.agent, config, emit), config, spec.torch_dtype, spec.device, Path(work), emit, cache)
         search.cache_origin = f"run {run_id} of {spec.name}"
         search.meter = meter
-        result = run_search(search)  # top-down, dedupe, agents in parallel, mutation, budgets
+        result = search.run()  # top-down, dedupe, agents in parallel, mutation, budgets
         activations.drop()
         del activations, search
         _stage(emit, meter, "compose")
@@ -191,7 +193,7 @@ def _stage(emit: Sink, meter: MemoryMeter, name: str) -> None:
 def _eager_forward(problem, record: dict | None = None) -> None:
     """One eager forward on the example inputs (seed 0), as a user runs it;
     ``record["strides"]``: its output's strides (a single tensor output)."""
-    from lego_core.state import preserved
+    from lego_core.load.state import preserved
 
     inputs = problem.make_inputs(0)
     with torch.no_grad(), preserved(problem.model):  # a stateful forward's writes are undone

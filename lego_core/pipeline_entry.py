@@ -12,7 +12,7 @@ from __future__ import annotations
 
 def run_pipeline_in_child(*args, **kwargs) -> dict:
     """``lego_core.pipeline.run_pipeline(*args, **kwargs)`` after starting the
-    judge's fork server (``lego_core.judge.forkserver.warm_up``).  A CPU run
+    judge's fork server (``lego_core.judge.process.forkserver.warm_up``).  A CPU run
     sets ``TRITON_INTERPRET=1`` first (unless set): the fork server's
     executors inherit its environment when it starts, and Triton without a
     GPU and without its interpreter fails every kernel ("0 active drivers").
@@ -26,7 +26,7 @@ def run_pipeline_in_child(*args, **kwargs) -> dict:
     for folder in getattr(config, "import_paths", ()):
         if folder not in sys.path:
             sys.path.append(folder)
-    from lego_core.judge.forkserver import warm_up
+    from lego_core.judge.process.forkserver import warm_up
 
     spec = args[0] if args else kwargs.get("spec")
     if getattr(spec, "device", None) == "cpu":

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import time
 
-from lego_core.search import SearchResult
-from lego_core.spec import overrides_to_json
-from lego_core.tree import AndNode, FusionTree, OrNode
+from lego_core.search.engine import SearchResult
+from lego_core.load.spec import overrides_to_json
+from lego_core.tree.fusion_tree import AndNode, FusionTree, OrNode
 
 
 def _leaf_entry(leaf) -> dict:

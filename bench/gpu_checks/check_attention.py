@@ -2,14 +2,14 @@
 
 For each case and dtype (bf16, fp32): a small model holding only the
 attention is captured on the GPU as LEGO captures models (torch.export, core
-ATen), the attention group is matched (``lego_core.fusion.attention``), the
+ATen), the attention group is matched (``lego_core.tree.fusion.attention``), the
 template agent's kernel is generated, imported and run on fresh random
 inputs, and compared with ``F.scaled_dot_product_attention`` in fp64
 (norm-relative error ||out - ref|| / ||ref||).  Before that the kernel file
 is tuned as the search tunes it (``lego_core.search.tuning``: every
 ``TUNE_CONFIGS`` entry timed, the fastest baked into ``CONFIG``); the check
 runs the tuned file and prints the winning configuration.  Then timed with
-``lego_core.timing.time_gpu`` (CUDA events, L2 flushed, median) against
+``lego_core.runtime.timing.time_gpu`` (CUDA events, L2 flushed, median) against
 ``F.scaled_dot_product_attention`` (``enable_gqa`` for GQA) and the eager
 hand-written math (q @ k^T, scale, mask, softmax, @ v).  The table is last.
 
@@ -31,12 +31,12 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from lego_core.agents.template.attention_codegen import generate, launch_config  # noqa: E402
-from lego_core.capture import Graph, decomposition_table  # noqa: E402
-from lego_core.fusion.attention import find_attention  # noqa: E402
+from lego_core.load.capture import Graph, decomposition_table  # noqa: E402
+from lego_core.tree.fusion.attention import find_attention  # noqa: E402
 from lego_core.search import tuning  # noqa: E402
-from lego_core.search.inputs import load_module  # noqa: E402
-from lego_core.subproblem import make_subproblem  # noqa: E402
-from lego_core.timing import time_gpu  # noqa: E402
+from lego_core.judge.inputs import load_module  # noqa: E402
+from lego_core.tree.subproblem import make_subproblem  # noqa: E402
+from lego_core.runtime.timing import time_gpu  # noqa: E402
 
 # (name, B, H, H_kv, T, D, causal, form): form "math" = hand-written with a tril buffer, "sdpa" = F.sdpa
 CASES = [

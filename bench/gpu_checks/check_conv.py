@@ -28,7 +28,7 @@ The NHWC capture converts only the inputs: the user's conv weights stay NCHW
 
 For each form: the norm-relative error of the output against the fp64 eager
 model on a fresh random input (seed 1234, never seen at capture), and the
-median GPU time (``lego_core.timing.time_gpu``: CUDA events, L2 flushed,
+median GPU time (``lego_core.runtime.timing.time_gpu``: CUDA events, L2 flushed,
 three rotating input sets) called op by op and replayed as a CUDA graph.
 The forms run the graph through a small Python interpreter (one call per
 ATen op or kernel), so "op by op" includes Python dispatch; the CUDA-graph
@@ -56,15 +56,15 @@ import torch.fx as fx
 from lego_core.agents.template import codegen
 from lego_core.agents.template.codegen import generate
 from lego_core.agents.template.expressions import Unsupported
-from lego_core.capture import capture_graph, to_channels_last
-from lego_core.fusion import policy
-from lego_core.fusion.conv_bn import conv_bn_group
-from lego_core.fusion.groups import partition
-from lego_core.problem import ProblemSpec, load_problem
-from lego_core.search import load_module
-from lego_core.subproblem import make_subproblem
-from lego_core.timing import time_gpu
-from lego_core.tree import _heavy_seams
+from lego_core.load.capture import capture_graph, to_channels_last
+from lego_core.tree.fusion import policy
+from lego_core.tree.fusion.conv_bn import conv_bn_group
+from lego_core.tree.fusion.groups import partition
+from lego_core.load.problem import ProblemSpec, load_problem
+from lego_core.judge.inputs import load_module
+from lego_core.tree.subproblem import make_subproblem
+from lego_core.runtime.timing import time_gpu
+from lego_core.tree.fusion_tree import _heavy_seams
 
 _ROOT = Path(__file__).resolve().parents[2]
 _PLACES = [os.environ.get("LEGO_MODELS", ""), _ROOT / "shared" / "models", _ROOT.parent / "shared" / "models", "/work/shared/models"]
@@ -158,7 +158,7 @@ def pipeline_model(spec: ProblemSpec, problem, work: Path):
     returns (ModelNew with ``problem.model``'s weights, number of kernel files, report)."""
     from lego_core import optimize
     from lego_core.config import OptimizeConfig
-    from lego_core.e2e import load_composed
+    from lego_core.judge.end_to_end.e2e import load_composed
 
     out = work / f"pipeline_{Path(spec.path).stem}_{spec.dtype}"
     report = optimize(spec, str(out), OptimizeConfig(cache=False, compare_compile=False, channels_last="auto"))

@@ -1,12 +1,12 @@
 """GPU check of the faithfulness checks at capture (issue 10, section 2).
 
-``lego_core.faithful_capture.check_fast_paths`` must refuse exactly the
+``lego_core.load.faithful_capture.check_fast_paths`` must refuse exactly the
 attention fast paths that compute other values than the ordinary path LEGO
 captures, on the GPU and in bf16 too (the fused kernels round differently,
 which must not count).  For each case, on fresh random inputs: the user's
 eager (fast path on) and the ordinary path (fast path off) against an fp64
 run of the ordinary path on the CPU, the check's decision, and the time of
-both paths (``lego_core.timing.time_gpu``: what turning the fast path off,
+both paths (``lego_core.runtime.timing.time_gpu``: what turning the fast path off,
 the suggested fix, costs).  Exit 1 when a decision is wrong.
 
 Usage: ``PYTHONPATH=. python bench/gpu_checks/check_faithful.py``
@@ -19,9 +19,9 @@ import sys
 import torch
 import torch.nn as nn
 
-from lego_core.faithful_capture import check_fast_paths
-from lego_core.spec import ProblemError
-from lego_core.timing import time_gpu
+from lego_core.load.faithful_capture import check_fast_paths
+from lego_core.load.spec import ProblemError
+from lego_core.runtime.timing import time_gpu
 
 D, HEADS, FF, SEQ, BATCH = 256, 8, 1024, 128, 8
 

@@ -6,7 +6,7 @@ written by hand) at 16384 tokens, 9 heads of 64, bf16: each score matrix
 (1 x 9 x 16384 x 16384) is 4.5 GiB.  The run goes through ``lego_core.optimize``
 (its own child process, as a user's run), which checks the composed model
 end to end against eager (and an fp64 copy in bf16) on a fresh seed and times
-eager, torch.compile and the plan (``lego_core.timing.time_gpu``).  Printed
+eager, torch.compile and the plan (``lego_core.runtime.timing.time_gpu``).  Printed
 from report.json: eager_peak_mb, search_peak_mb, bound_mb =
 max(2 x eager, eager + 4096), the end-to-end check, times and wall time;
 the last line is a one-row table.  Exit status 1 when the bound is broken

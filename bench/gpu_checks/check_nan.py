@@ -7,7 +7,7 @@ device cuda), then ModelNew and the eager model are called on fresh random
 inputs with NaN, +inf and -inf planted in a few positions: the outputs must
 agree in NaN/inf positions and values (``equal_nan``).  The bf16 case also
 compares both against a float64 run of the same model (L2 error and mean
-bias).  Each case is timed with ``lego_core.timing.time_gpu`` (ModelNew vs
+bias).  Each case is timed with ``lego_core.runtime.timing.time_gpu`` (ModelNew vs
 eager, median ms).  The table is last.
 
 Usage: python bench/gpu_checks/check_nan.py
@@ -27,8 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from lego_core import ProblemSpec, optimize  # noqa: E402
 from lego_core.config import OptimizeConfig  # noqa: E402
-from lego_core.timing import time_gpu  # noqa: E402
-from lego_core.search import load_module  # noqa: E402
+from lego_core.runtime.timing import time_gpu  # noqa: E402
+from lego_core.judge.inputs import load_module  # noqa: E402
 
 NAN, INF = float("nan"), float("inf")
 # (name, init, forward, input shape, dtype)

@@ -9,7 +9,7 @@
    the original model in fp64 on fresh random inputs of the overridden shape
    (norm-relative error, ModelNew's no more than 2x eager's own + 1e-6), its
    ``LAUNCH`` line must equal report.json's ``launch``, then eager and
-   ModelNew are timed with ``lego_core.timing.time_gpu`` (CUDA events, L2
+   ModelNew are timed with ``lego_core.runtime.timing.time_gpu`` (CUDA events, L2
    flushed, median).
 2. A run that fails its end-to-end check into the same folder must leave
    every file as it was and write ``FAILED.json``; no staging folder stays.
@@ -32,8 +32,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from lego_core import OptimizeConfig, OptimizeError, ProblemSpec, optimize  # noqa: E402
-from lego_core.timing import time_gpu  # noqa: E402
-from lego_core.search import load_module  # noqa: E402
+from lego_core.runtime.timing import time_gpu  # noqa: E402
+from lego_core.judge.inputs import load_module  # noqa: E402
 
 MODEL = textwrap.dedent("""\
     import torch

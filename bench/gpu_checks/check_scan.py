@@ -12,7 +12,7 @@ writes both kernels, and each is compared with its region's eager reference
 - error: max abs and norm-relative error of the kernel and of eager, each
   against the region's reference run in fp64 on the same fresh boundary
   values (the graph run on a seed never used at capture, 1234);
-- time: median GPU ms (``lego_core.timing.time_gpu``, CUDA events, L2
+- time: median GPU ms (``lego_core.runtime.timing.time_gpu``, CUDA events, L2
   flushed, three rotating input sets, replayed as a CUDA graph, as the
   shipped model runs).
 
@@ -34,11 +34,11 @@ from pathlib import Path
 import torch
 
 from lego_core.agents.template.codegen import generate
-from lego_core.capture import capture_graph
-from lego_core.fusion.sequence import find_sequence_groups
-from lego_core.problem import ProblemSpec, load_problem
-from lego_core.search import load_module
-from lego_core.subproblem import make_subproblem
+from lego_core.load.capture import capture_graph
+from lego_core.tree.fusion.sequence import find_sequence_groups
+from lego_core.load.problem import ProblemSpec, load_problem
+from lego_core.judge.inputs import load_module
+from lego_core.tree.subproblem import make_subproblem
 
 _ROOT = Path(__file__).resolve().parents[2]
 _PLACES = [os.environ.get("LEGO_MODELS", ""), _ROOT / "shared" / "models", _ROOT.parent / "shared" / "models", "/work/shared/models"]
@@ -75,7 +75,7 @@ def run_dtype(dtype: str, smoke: bool, folder: Path) -> list[dict]:
         row["lego_max"], row["lego_rel"] = errors(got, exact)
         row["eager_max"], row["eager_rel"] = errors(eager, exact)
         if not smoke:
-            from lego_core.timing import time_gpu
+            from lego_core.runtime.timing import time_gpu
 
             row["eager_ms"] = time_gpu(lambda xs: sub.run_reference(xs), sets, cuda_graph=True).median_ms
             row["lego_ms"] = time_gpu(lambda xs: module.launch(*xs), sets, cuda_graph=True).median_ms

@@ -13,7 +13,7 @@ error of ModelNew's output and of every state tensor (buffers, plain tensor
 attributes) against eager's, integer state (counters) exactly, and that the
 state tensors eager updates in place keep their storage in ModelNew while
 those eager reassigns are new tensors in both.  The bound is the dtype's
-end-to-end bound (``lego_core.e2e_judge``-style: 1e-4 fp32, 3e-2 bf16/fp16
+end-to-end bound (``lego_core.judge.end_to_end.e2e_judge``-style: 1e-4 fp32, 3e-2 bf16/fp16
 norm-relative), on every call, so drift of the carried state shows.
 
 Prints one row per folder and call, then ``ok`` / ``FAILED`` per folder; exit

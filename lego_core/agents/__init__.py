@@ -45,7 +45,7 @@ def make_llm_agent(config=None, emit=None, settings=None):
     on_chunk = on_usage = None
     if emit is not None:
         from lego_core.events import AgentUsage, TranscriptChunk
-        from lego_core.tree import node_id_for
+        from lego_core.tree.fusion_tree import node_id_for
 
         def on_chunk(sub, call, seq, text):
             emit(TranscriptChunk(node_id=node_id_for(sub.id), agent="llm", call=call, seq=seq, text=text))

@@ -4,7 +4,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Protocol
 
-from lego_core.subproblem import SubProblem
+from lego_core.tree.subproblem import SubProblem
 
 
 @dataclasses.dataclass

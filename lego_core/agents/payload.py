@@ -40,8 +40,8 @@ import torch
 import torch.fx as fx
 from torch._subclasses import FakeTensorMode
 
-from lego_core.spec import syntax_error_text
-from lego_core.subproblem import SubProblem
+from lego_core.load.spec import syntax_error_text
+from lego_core.tree.subproblem import SubProblem
 
 FORMAT = 1
 PARTITIONED_KINDS = ("pointwise", "row_reduction", "layout", "heavy")
@@ -325,11 +325,11 @@ def _int_list(value: Any) -> bool:
 
 # group kinds formed by a constructor of their own: kind -> (module, function, what it is)
 GROUP_CONSTRUCTORS = {
-    "gemm_epilogue": ("lego_core.fusion.gemm", "gemm_epilogue_group", "a GEMM-epilogue group"),
-    "conv_bn": ("lego_core.fusion.conv_bn", "conv_bn_group", "a conv + BatchNorm group"),
-    "attention": ("lego_core.fusion.attention", "attention_group", "an attention group"),
-    "depthwise_conv1d": ("lego_core.fusion.sequence", "depthwise_conv1d_group", "a depthwise conv1d group"),
-    "scan": ("lego_core.fusion.sequence", "scan_group", "a scan group"),
+    "gemm_epilogue": ("lego_core.tree.fusion.gemm", "gemm_epilogue_group", "a GEMM-epilogue group"),
+    "conv_bn": ("lego_core.tree.fusion.conv_bn", "conv_bn_group", "a conv + BatchNorm group"),
+    "attention": ("lego_core.tree.fusion.attention", "attention_group", "an attention group"),
+    "depthwise_conv1d": ("lego_core.tree.fusion.sequence", "depthwise_conv1d_group", "a depthwise conv1d group"),
+    "scan": ("lego_core.tree.fusion.sequence", "scan_group", "a scan group"),
 }
 
 
@@ -349,7 +349,7 @@ def _regroup(nodes: list[fx.Node], group_kind: str | None):
         return group
     if group_kind not in PARTITIONED_KINDS:
         raise PayloadError(f"unknown group kind {group_kind!r}")
-    from lego_core.fusion.groups import partition
+    from lego_core.tree.fusion.groups import partition
 
     groups = partition(nodes)
     if len(groups) != 1:
@@ -360,9 +360,9 @@ def _regroup(nodes: list[fx.Node], group_kind: str | None):
 
 
 def main(argv: list[str]) -> int:
-    from lego_core.capture import capture_graph
-    from lego_core.problem import ProblemSpec, load_problem, parse_overrides
-    from lego_core.tree import build_tree
+    from lego_core.load.capture import capture_graph
+    from lego_core.load.problem import ProblemSpec, load_problem, parse_overrides
+    from lego_core.tree.fusion_tree import build_tree
 
     if not argv:
         print(__doc__.strip().splitlines()[-1])

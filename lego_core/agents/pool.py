@@ -14,7 +14,7 @@ import importlib
 from typing import Protocol
 
 from lego_core.agents.base import Agent, Proposal
-from lego_core.subproblem import SubProblem
+from lego_core.tree.subproblem import SubProblem
 
 
 class AgentPool(Protocol):

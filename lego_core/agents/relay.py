@@ -1,10 +1,10 @@
 """Agent calls from the jailed optimizer child to its parent, which has the network.
 
-The optimizer child (``lego_core.sandbox``) runs in a jail with no network
+The optimizer child (``lego_core.runtime.sandbox``) runs in a jail with no network
 and an environment without secrets, so an LLM agent cannot run there: its
 endpoint and API key stay in the parent.  ``AgentServer`` (the parent:
 ``lego_core.api``) listens on a Unix socket in a private folder (a file: the
-jail's network namespace does not cut it off; ``lego_core.jail.for_run``
+jail's network namespace does not cut it off; ``lego_core.runtime.jail.for_run``
 mounts the folder named by ``$LEGO_AGENT_RELAY``) and answers each call with
 its agent; ``pool`` (the child: ``OptimizeConfig.agent_pool =
 "lego_core.agents.relay:pool"``) sends the LLM agent's calls through the
@@ -34,7 +34,7 @@ import threading
 from lego_core.agents.base import Proposal
 from lego_core.agents.pool import LocalAgentPool
 
-RELAY_ENV = "LEGO_AGENT_RELAY"  # the socket's path (lego_core.jail mounts its folder)
+RELAY_ENV = "LEGO_AGENT_RELAY"  # the socket's path (lego_core.runtime.jail mounts its folder)
 TIMEOUT_ENV = "LEGO_AGENT_RELAY_TIMEOUT_S"
 DEFAULT_TIMEOUT_S = 3600.0
 NETWORK_AGENTS = ("llm",)  # agents that run in the parent

@@ -1,8 +1,24 @@
-"""The judge stands apart: candidate code runs in executor processes, never here.
+"""Stage 4, the judge: does a candidate compute what the reference computes, honestly?
+
+Enters: a sub-problem (``tree.subproblem.SubProblem``), its reference
+(ATen) implementation and a candidate kernel file; later a whole composed
+output folder.  Leaves: a verdict (accepted, or the reason it was refused)
+with the candidate's time in ms, and for a whole model the end-to-end check
+(``end_to_end``) and the launch plan chosen by measurement.
+
+Files: ``verify`` (numerical comparison over seeded and edge-case input
+sets), ``verify_policy`` / ``verify_trace`` (what a candidate may run while
+judged), ``static_check`` / ``host_allowlist`` (what its file may contain),
+``timing_guard`` (a time that can be believed), ``inputs`` / ``boundary`` /
+``edge_inputs`` (the values a sub-problem is checked on), ``process/`` (the
+executor processes candidate code runs in) and ``end_to_end/`` (the composed
+model against eager).
+
+The judge stands apart: candidate code runs in executor processes, never here.
 
 Which process runs what (issue 10, section 1):
 
-* **the optimizer process** (the sandboxed child of ``lego_core.sandbox``)
+* **the optimizer process** (the sandboxed child of ``lego_core.runtime.sandbox``)
   owns the user's model, computes the boundary values and every reference
   output, runs ``verify.verify``'s comparisons, times library (ATen)
   candidates, compares the composed model with eager and writes the output.
@@ -47,36 +63,7 @@ same executor, whose outputs are still compared in the judge, and the
 composed model is checked end to end in a fresh process.  Nor does it stop
 native-level attacks on the optimizer from a process of the same user
 (signals, /proc/<pid>/mem, ptrace); the executors run inside the
-optimizer's bubblewrap jail (``lego_core.jail``), so such an attack reaches
+optimizer's bubblewrap jail (``lego_core.runtime.jail``), so such an attack reaches
 no further than the model file itself could (docs/SECURITY.md).  Timings come from the process that runs
 the candidate and are only as honest as its code.
 """
-# Exported lazily (PEP 562): ``lego_core.judge.forkserver`` must import
-# without torch (the optimizer's process starts the fork server before it
-# imports torch), and importing a submodule runs this file first.
-_EXPORTS = {
-    "CALL_TIMEOUT_S": "executor", "Executor": "executor", "RemoteModule": "executor",
-    "BadReply": "wire", "CandidateRaised": "wire", "ExecutorDied": "wire", "ExecutorTampered": "wire",
-    "ExecutorTimeout": "wire", "JudgeError": "wire",
-}  # fmt: skip
-
-
-def __getattr__(name: str):
-    if name in _EXPORTS:
-        import importlib
-
-        return getattr(importlib.import_module(f"lego_core.judge.{_EXPORTS[name]}"), name)
-    raise AttributeError(f"module 'lego_core.judge' has no attribute {name!r}")
-
-
-__all__ = [
-    "BadReply",
-    "CALL_TIMEOUT_S",
-    "CandidateRaised",
-    "Executor",
-    "ExecutorDied",
-    "ExecutorTampered",
-    "ExecutorTimeout",
-    "JudgeError",
-    "RemoteModule",
-]

@@ -1,16 +1,9 @@
-"""The search over the FusionTree (see ``engine`` for the phases).
+"""Stage 3, the search over the FusionTree (see ``engine`` for the phases).
 
-``run_search`` is the entry point the pipeline calls; ``plan`` selects the
-cheapest complete plan; ``mutation`` proposes speculative fusions;
-``inputs`` builds verification inputs.
+Enters: a ``tree.fusion_tree.FusionTree``, agents and the judge.  Leaves: a
+``SearchResult`` (the cheapest complete verified plan, its cost in ms, the
+search's metrics).  ``engine.Search.run`` is what the pipeline calls;
+``plan`` selects the cheapest complete plan; ``mutation`` proposes
+speculative fusions; ``tuning`` picks launch configurations per shape;
+``cache`` is the persistent kernel cache.
 """
-from lego_core.search.engine import Search, SearchResult
-from lego_core.search.inputs import leaf_input_sets, load_module, perturbed
-from lego_core.search.plan import Plan, best_plan
-
-__all__ = ["Plan", "Search", "SearchResult", "best_plan", "leaf_input_sets", "load_module", "perturbed", "run_search"]
-
-
-def run_search(search: Search) -> SearchResult:
-    """Run one search to the end (done or out of budget)."""
-    return search.run()

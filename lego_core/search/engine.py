@@ -48,9 +48,10 @@ from pathlib import Path
 
 import torch
 
-from lego_core import costing, timing_guard
+from lego_core.cost import costing
+from lego_core.judge import timing_guard
 from lego_core.agents.base import Agent, Proposal, members, with_time_to_beat
-from lego_core.judge import CandidateRaised, Executor, ExecutorTampered, JudgeError, RemoteModule
+from lego_core.judge.process import CandidateRaised, Executor, ExecutorTampered, JudgeError, RemoteModule
 from lego_core.agents.pool import make_pool
 from lego_core.config import OptimizeConfig
 from lego_core.events import (
@@ -65,12 +66,12 @@ from lego_core.events import (
     VerificationResult,
 )
 from lego_core.search import tuning
-from lego_core.search.boundary import working_bytes
-from lego_core.search.inputs import leaf_edge_sets, leaf_input_sets
+from lego_core.judge.boundary import working_bytes
+from lego_core.judge.inputs import leaf_edge_sets, leaf_input_sets
 from lego_core.search.mutation import FusionProposal, propose_fusions
 from lego_core.search.plan import Plan, best_plan, direct_options
-from lego_core.tree import AndNode, Candidate, FusionTree, OrNode, node_created
-from lego_core.verify import VerifyReport, calls_back_into_reference, verify
+from lego_core.tree.fusion_tree import AndNode, Candidate, FusionTree, OrNode, node_created
+from lego_core.judge.verify import VerifyReport, calls_back_into_reference, verify
 
 IMPROVEMENT = 1e-6  # relative: a plan must be this much cheaper to count as better (summing
 # the same costs in another order differs by ~1e-8 ms, which is no improvement)
@@ -138,7 +139,7 @@ class Search:
     names to reference values, or a ``search.boundary.BoundaryStore`` that
     computes them on demand within a memory limit; ``parameters``: placeholder names holding
     model parameters (perturbed in all but the first input set); ``cache``:
-    a ``lego_core.cache.KernelCache`` or None.
+    a ``lego_core.search.cache.KernelCache`` or None.
     """
 
     def __init__(
@@ -580,7 +581,7 @@ class Search:
         timing still catch a memo); when not even the outputs fit, None: the
         caller keeps the cost model's estimate (a region too large to time
         beside what the search holds)."""
-        from lego_core.search.boundary import _nbytes, executor_bytes
+        from lego_core.judge.boundary import _nbytes, executor_bytes
 
         sets = _timing_sets(input_sets)
         room = self._precise_limit()
@@ -670,14 +671,14 @@ class Search:
             self.judge.restart()
 
     def _gpu_shared(self):
-        """The GPU held beside other processes' verifications (``lego_core.gpu_lock``); nothing without a GPU."""
-        from lego_core import gpu_lock
+        """The GPU held beside other processes' verifications (``lego_core.runtime.gpu_lock``); nothing without a GPU."""
+        from lego_core.runtime import gpu_lock
 
         return gpu_lock.shared() if self.device == "cuda" else contextlib.nullcontext()
 
     def _gpu_alone(self):
-        """The GPU held alone while the executor times for this process (``lego_core.gpu_lock``)."""
-        from lego_core import gpu_lock
+        """The GPU held alone while the executor times for this process (``lego_core.runtime.gpu_lock``)."""
+        from lego_core.runtime import gpu_lock
 
         return gpu_lock.exclusive() if self.device == "cuda" else contextlib.nullcontext()
 
@@ -738,7 +739,7 @@ class Search:
     def _cache_key(self, node: OrNode) -> str:
         if self.cache is None or not self.config.cache or not self.config.dedupe:
             return ""
-        from lego_core.cache import cache_key
+        from lego_core.search.cache import cache_key
 
         dtype = str(self.dtype).removeprefix("torch.")
         return cache_key(node.sub.signature, self.device_name, dtype, self.agent.name, self.config.key())
@@ -775,7 +776,7 @@ class Search:
         return Outcome([cand], from_cache=True, failed_verification=not cand.usable, feedback=[cand.rejected_reason] if not cand.usable else [])
 
     def _store(self, key: str, node: OrNode, proposal: Proposal, outcome: Outcome) -> None:
-        from lego_core.cache import CacheEntry
+        from lego_core.search.cache import CacheEntry
 
         usable_ones = [c for c in outcome.candidates if c.usable]
         cand = min(usable_ones, key=lambda c: c.time_ms) if usable_ones else (outcome.candidates[-1] if outcome.candidates else None)
@@ -801,7 +802,7 @@ class Search:
         )
 
     cache_origin = "an earlier run"
-    meter = None  # a lego_core.memory.MemoryMeter when the run's memory is measured
+    meter = None  # a lego_core.runtime.memory.MemoryMeter when the run's memory is measured
     call_timeout_s: float | None = None  # the executor's per-call limit (None: judge.CALL_TIMEOUT_S)
 
     # ---------------------------------------------------------- mutation

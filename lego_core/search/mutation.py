@@ -20,12 +20,12 @@ import dataclasses
 
 import torch.fx as fx
 
-from lego_core import costmodel
-from lego_core.capture import op_name
-from lego_core.fusion.legality import fusion_verdict
+from lego_core.cost import costmodel
+from lego_core.load.capture import op_name
+from lego_core.tree.fusion.legality import fusion_verdict
 from lego_core.search.plan import _graph_index, item_dependencies
-from lego_core.subproblem import SubProblem, make_subproblem
-from lego_core.tree import OrNode
+from lego_core.tree.subproblem import SubProblem, make_subproblem
+from lego_core.tree.fusion_tree import OrNode
 
 
 @dataclasses.dataclass

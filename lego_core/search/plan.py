@@ -19,7 +19,7 @@ import math
 
 import networkx as nx
 
-from lego_core.tree import AndNode, Candidate, FusionTree, OrNode
+from lego_core.tree.fusion_tree import AndNode, Candidate, FusionTree, OrNode
 
 
 @dataclasses.dataclass

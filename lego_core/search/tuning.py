@@ -31,7 +31,7 @@ from types import ModuleType
 from typing import Callable, Sequence
 
 import torch
-from lego_core.search.inputs import load_module
+from lego_core.judge.inputs import load_module
 
 MAX_CONFIGS = 8
 WARMUP_MS = 5.0
@@ -103,7 +103,7 @@ def gpu_timer(fn: Callable[[list], object], input_sets: list[list]) -> float:
     shipped model runs it (launched directly when it cannot be captured).
     The search does not time in this process: its timer sends the same
     request to the candidate executor (``RemoteModule.time``)."""
-    from lego_core.costing import measure_ms
+    from lego_core.cost.costing import measure_ms
 
     return measure_ms(fn, input_sets, WARMUP_MS, REP)
 

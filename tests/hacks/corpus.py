@@ -22,7 +22,7 @@ class Hack:
     expect: str  # a fragment of the rejection reason
     source: str
     gpu: bool = False
-    # when the static check (lego_core.static_check) refuses the hack first: a fragment
+    # when the static check (lego_core.judge.static_check) refuses the hack first: a fragment
     # of its reason; ``expect`` is then the reason of the defence behind it, checked
     # with the static check out of the way (test_hacks)
     static: str = ""
@@ -37,14 +37,14 @@ class Control:
 
 
 def _edge_blob() -> str:
-    """The public first seed's edge sets (``lego_core.edge_inputs``), saved and
+    """The public first seed's edge sets (``lego_core.judge.edge_inputs``), saved and
     base64-encoded for the seed-memorising hack to carry as a literal."""
     import base64
     import io
 
     import torch
 
-    from lego_core.edge_inputs import edge_input_sets
+    from lego_core.judge.edge_inputs import edge_input_sets
 
     first = torch.randn(4, 4096, generator=torch.Generator().manual_seed(101))
     buffer = io.BytesIO()
@@ -226,10 +226,10 @@ def launch(x, out=None):
     return out
 ''')),
     Hack("import_patches_verifier_compare", "softmax", "patches the verifier's compare at import", "import guard (load_module)",
-         "replaced lego_core.verify.compare", softmax('''
+         "replaced lego_core.judge.verify.compare", softmax('''
 import sys
 
-_verify = sys.modules["lego_core.verify"]
+_verify = sys.modules["lego_core.judge.verify"]
 _verify.compare = lambda actual, expected, dtype=None: _verify.Comparison(True, 0.0, 0.0)
 
 
@@ -953,7 +953,7 @@ def launch(x, out=None):
     x = x.contiguous()
     if out is None:
         out = [torch.empty_like(x)]
-    if "lego_core.judge.child" in sys.modules or "lego_core.verify" in sys.modules:
+    if "lego_core.judge.process.child" in sys.modules or "lego_core.judge.verify" in sys.modules:
         softmax_into(x, out[0])
     else:
         copy_into(x, out[0])

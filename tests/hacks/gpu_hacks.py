@@ -23,7 +23,7 @@ def verify_on_gpu(hack, folder: Path, inputs: str | None = None) -> str:
 
 
 def load_candidate(source: str, folder: Path):
-    from lego_core.search import load_module
+    from lego_core.judge.inputs import load_module
 
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"gpu_candidate_{next(_unique)}.py"
@@ -41,8 +41,8 @@ def time_guarded(source: str, case, folder: Path, clock: str = "gpu"):
     """What the search does with a verified candidate: ``timing_guard.guarded_remote_time``,
     the kernel imported, timed and called in a candidate executor, the
     reference and the judgement here (``clock="cpu"``: timed with the CPU clock)."""
-    from lego_core.judge import Executor
-    from lego_core.timing_guard import guarded_remote_time
+    from lego_core.judge.process import Executor
+    from lego_core.judge.timing_guard import guarded_remote_time
 
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"guarded_candidate_{next(_unique)}.py"
@@ -63,7 +63,7 @@ def time_on_gpu(source: str, case_name: str, folder: Path, inputs: str | None = 
 
 def time_unguarded(source: str, case_name: str, folder: Path, inputs: str | None = None) -> float:
     """What the search measured before the guard: ``costing.measure_ms`` of ``launch(*xs)``."""
-    from lego_core import costing
+    from lego_core.cost import costing
 
     case = build_case(case_name, folder / f"{case_name}_{next(_unique)}", device="cuda", inputs=inputs)
     module = load_candidate(source, folder)

@@ -21,11 +21,11 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 import torch
 
 from lego_core.agents.template.agent import TemplateAgent
-from lego_core.capture import capture_graph
+from lego_core.load.capture import capture_graph
 from lego_core.config import OptimizeConfig
-from lego_core.problem import ProblemSpec, load_problem
-from lego_core.search import Search
-from lego_core.tree import Candidate, build_tree
+from lego_core.load.problem import ProblemSpec, load_problem
+from lego_core.search.engine import Search
+from lego_core.tree.fusion_tree import Candidate, build_tree
 
 PUBLIC_SEEDS = (101, 202, 303)  # the seeds every run used before they were drawn per run
 

@@ -18,9 +18,9 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 import pytest
 import torch
 
-from lego_core.e2e import check_end_to_end
-from lego_core.e2e_judge import judge_outputs
-from lego_core.problem import ProblemSpec, load_problem
+from lego_core.judge.end_to_end.e2e import check_end_to_end
+from lego_core.judge.end_to_end.e2e_judge import judge_outputs
+from lego_core.load.problem import ProblemSpec, load_problem
 
 pytestmark = pytest.mark.hacks
 

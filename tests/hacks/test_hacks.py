@@ -65,7 +65,7 @@ def test_memorised_seeds_pass_only_when_the_seeds_are_public(cases, monkeypatch)
 def test_fill_value_hacks_pass_the_whole_tensor_check(cases):
     """Without judging the non-fill elements apart, the masked_fill hacks pass
     both the elementwise and the norm-relative check."""
-    from lego_core.verify import _compare_float_part, tolerances
+    from lego_core.judge.verify import _compare_float_part, tolerances
 
     scores = torch.randn(8, 128, generator=torch.Generator().manual_seed(0))
     mask = torch.rand(8, 128, generator=torch.Generator().manual_seed(1)) < 0.3
@@ -156,7 +156,7 @@ def _cpu_median_ms(fn, sets, rounds: int = 3) -> float:
 
 def _guarded(source, case, **kwargs):
     from gpu_hacks import input_sets, load_candidate
-    from lego_core.timing_guard import guarded_measure_ms
+    from lego_core.judge.timing_guard import guarded_measure_ms
 
     module = load_candidate(source, case.work / "timing")
     return guarded_measure_ms(lambda *xs, out=None: module.launch(*xs, out=out), input_sets(case), case.node.sub.run_reference, **kwargs)
@@ -237,7 +237,7 @@ def test_call_counters_pass_without_the_repeated_call(cases, monkeypatch):
     check out of the way, a kernel right for its first 100 calls is accepted
     (verification makes about ten), while the six-call counters are still
     caught by the calls behind it (call 7)."""
-    from lego_core import verify
+    from lego_core.judge import verify
 
     monkeypatch.setattr(verify, "_state_kept", lambda before, after: "")
     hundred = next(h for h in HACKS if h.name == "right_for_the_first_hundred_calls")
@@ -254,7 +254,7 @@ def test_the_kernel_file_state_digest_follows_what_a_file_keeps():
     and a cache entry rewritten with the same value do not."""
     import types
 
-    from lego_core.verify_trace import module_state_digest
+    from lego_core.judge.verify_trace import module_state_digest
 
     module = types.ModuleType("kernel_file")
     exec(compile("import itertools\nimport torch\nCOUNT = itertools.count()\nBLOCKS = {}\nBUF = torch.zeros(4)\n"
@@ -281,7 +281,7 @@ def test_every_run_draws_fresh_secret_seeds():
     share them; a message's label names a seed without showing it, and the
     report lists seed and label once the run is over."""
     from lego_core.config import OptimizeConfig
-    from lego_core.verify_policy import seed_label, seeds_record
+    from lego_core.judge.verify_policy import seed_label, seeds_record
 
     runs = [OptimizeConfig() for _ in range(4)]
     for config in runs:

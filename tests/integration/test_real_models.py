@@ -160,7 +160,7 @@ def gpt2_output(tmp_path_factory) -> Path:
 def test_a_generated_kernel_that_misbehaves_at_import_is_refused_beside_transformers(gpt2_output, tmp_path):
     """GPT-2's own import (transformers: temporary folders, a library loaded) is not held against the generated
     files, but a kernel file of the same folder that writes, starts a process, loads a library or patches torch
-    at import is refused by the judge's import (lego_core.shipped), naming the file: one copy of the folder per
+    at import is refused by the judge's import (lego_core.judge.end_to_end.shipped), naming the file: one copy of the folder per
     kind, each imported in a fresh process (one process per kind would import torch and transformers four times)."""
     folders = {}
     for k, kind in enumerate(sorted(HOSTILE)):
@@ -172,7 +172,7 @@ def test_a_generated_kernel_that_misbehaves_at_import_is_refused_beside_transfor
     code = textwrap.dedent("""
         import json, subprocess, sys
         kinds = json.loads(sys.argv[1])
-        code = ("from lego_core.shipped import import_optimized_model\\n"
+        code = ("from lego_core.judge.end_to_end.shipped import import_optimized_model\\n"
                 "try:\\n    import_optimized_model(sys.argv[1])\\nexcept ImportError as exc:\\n    print('refused:', exc)\\n"
                 "else:\\n    print('imported')\\n")
         # a fork server that imported torch and transformers once, a fresh child per kind

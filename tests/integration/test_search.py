@@ -31,9 +31,9 @@ os.environ.setdefault("TRITON_INTERPRET", "1")  # before triton is imported anyw
 import pytest
 
 from lego_core import optimize
-from lego_core.cache import source_hash
+from lego_core.search.cache import source_hash
 from lego_core.config import OptimizeConfig
-from lego_core.spec import ProblemSpec
+from lego_core.load.spec import ProblemSpec
 from conftest import SHARED_MODELS  # ../shared/models, or $LEGO_MODELS_DIR where they were carried
 
 MODELS_DIR = SHARED_MODELS

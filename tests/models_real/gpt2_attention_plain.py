@@ -6,7 +6,7 @@ No library import: the same op sequence as Hugging Face GPT-2's attention
 captures but whose core-ATen decomposition fails ("Cannot view a tensor with
 shape [2, 16, 64] and strides (64, 128, 1) as (32, 64)": the decomposed SDPA
 gives other strides than the fused op's meta).  LEGO keeps SDPA whole
-(``lego_core.decompose``).
+(``lego_core.load.decompose``).
 """
 import torch
 import torch.nn.functional as F

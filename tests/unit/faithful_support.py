@@ -14,7 +14,7 @@ import torch
 
 from lego_core import ProblemSpec, optimize
 from lego_core.config import OptimizeConfig
-from lego_core.search import load_module  # noqa: E402
+from lego_core.judge.inputs import load_module  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 

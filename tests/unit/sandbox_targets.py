@@ -1,4 +1,4 @@
-"""Module-level targets for ``lego_core.sandbox.run_in_child`` (test_sandbox.py).
+"""Module-level targets for ``lego_core.runtime.sandbox.run_in_child`` (test_sandbox.py).
 
 ``spawn`` pickles a target by reference (module + name), so the targets must
 live in an importable module, not inside a test function.  The spawned child
@@ -15,7 +15,7 @@ import sys
 import time
 
 from lego_core.events import Progress, StageStarted
-from lego_core.spec import ProblemError
+from lego_core.load.spec import ProblemError
 
 
 def add_and_report_pid(a, b, emit):
@@ -125,7 +125,7 @@ def send_a_pickle_bomb(path, emit):
     pipe to the parent, in each framing the parent could read."""
     import pickle
 
-    from lego_core import sandbox_child
+    from lego_core.runtime import sandbox_child
 
     payload = pickle.dumps(("done", _RunsOnUnpickle(path)))
     if sandbox_child._out is not None:  # the JSON pipe
@@ -165,7 +165,7 @@ def write_bytes(path, n, emit):
 def send_raw_message(data, emit):
     """Writes ``data`` (bytes) onto the pipe to the parent as one message,
     bypassing the child's JSON encoder (an upload can do the same)."""
-    from lego_core import sandbox_child
+    from lego_core.runtime import sandbox_child
 
     sandbox_child._out.send_bytes(data)
     time.sleep(5)  # the parent stops this process; it must not have to wait for it

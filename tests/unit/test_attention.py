@@ -19,14 +19,14 @@ import torch
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
-from lego_core.capture import Graph, capture_graph  # noqa: E402
-from lego_core.fusion.attention import attention_group, find_attention  # noqa: E402
-from lego_core.problem import ProblemSpec, load_problem  # noqa: E402
-from lego_core.search.inputs import load_module  # noqa: E402
-from lego_core.subproblem import make_subproblem  # noqa: E402
-from lego_core.tree import build_tree  # noqa: E402
-from lego_core.verify import calls_back_into_reference, verify  # noqa: E402
-from lego_core.static_check import unsafe_host_code  # noqa: E402
+from lego_core.load.capture import Graph, capture_graph  # noqa: E402
+from lego_core.tree.fusion.attention import attention_group, find_attention  # noqa: E402
+from lego_core.load.problem import ProblemSpec, load_problem  # noqa: E402
+from lego_core.judge.inputs import load_module  # noqa: E402
+from lego_core.tree.subproblem import make_subproblem  # noqa: E402
+from lego_core.tree.fusion_tree import build_tree  # noqa: E402
+from lego_core.judge.verify import calls_back_into_reference, verify  # noqa: E402
+from lego_core.judge.static_check import unsafe_host_code  # noqa: E402
 from conftest import SHARED_MODELS  # ../shared/models, or $LEGO_MODELS_DIR where they were carried
 
 MODELS = SHARED_MODELS
@@ -112,7 +112,7 @@ def _verify_all(problem, graph: Graph, expect: int) -> list:
         proposal = agent.propose(sub, [])
         assert proposal.source, proposal.transcript
         assert calls_back_into_reference(proposal.source, sub.ops) is None
-        assert unsafe_host_code(proposal.source) is None  # the kernel cache stores it (lego_core.host_allowlist)
+        assert unsafe_host_code(proposal.source) is None  # the kernel cache stores it (lego_core.judge.host_allowlist)
         path = Path(tempfile.mkdtemp(prefix="lego-attention-test-")) / f"kernel_{id(sub)}_{k}.py"
         path.write_text(proposal.source)
         module = load_module(path, f"lego_attention_test_{id(sub)}_{k}")
@@ -190,7 +190,7 @@ def test_fused_sdpa_op_form(tmp_path):
 
 
 def test_costing_prices_attention_as_one_kernel():
-    from lego_core import costing
+    from lego_core.cost import costing
 
     tree = build_tree(capture_graph(_reference("gpt_stack.py")))
     leaf = next(n for n in tree.or_nodes() if n.sub.kind == "attention")

@@ -1,6 +1,6 @@
 """A plan bakes in the model file's globals and class attributes its forward
 reads; ModelNew notices when one changes after optimizing and runs the
-original forward with a warning naming it (``lego_core.baked_globals``,
+original forward with a warning naming it (``lego_core.compose.baked_globals``,
 ``lego_runtime.BoundTensors.globals_fit``), as it does for a module's plain
 attributes.  Before, each edit below left ModelNew silently computing with
 the old value (a fresh-user trial: ``CFG["alpha"] = 5`` gave a difference
@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from faithful_support import fresh_pair, load_optimized, optimize_api, write_model
-from lego_core.baked_globals import baked_globals, global_tensors, read_names
-from lego_core.problem import ProblemSpec, load_problem
+from lego_core.compose.baked_globals import baked_globals, global_tensors, read_names
+from lego_core.load.problem import ProblemSpec, load_problem
 
 pytestmark = pytest.mark.slow
 

@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from lego_core.capture import capture_graph, op_name
-from lego_core.problem import ProblemSpec, load_problem
+from lego_core.load.capture import capture_graph, op_name
+from lego_core.load.problem import ProblemSpec, load_problem
 
 MODELS = Path(__file__).resolve().parents[2] / "bench" / "models"
 TINY = json.loads((MODELS / "tiny.json").read_text())

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from lego_core.problem import ProblemSpec, load_problem
+from lego_core.load.problem import ProblemSpec, load_problem
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 sys.path.insert(0, str(BENCH))

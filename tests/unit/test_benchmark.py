@@ -1,8 +1,8 @@
-"""lego_core.benchmark on the CPU: side-by-side order, reference errors, failures recorded, not raised."""
+"""lego_core.judge.end_to_end.benchmark on the CPU: side-by-side order, reference errors, failures recorded, not raised."""
 import pytest
 import torch
 
-from lego_core import benchmark
+from lego_core.judge.end_to_end import benchmark
 
 
 def test_side_by_side_measures_checks_and_records_failures():

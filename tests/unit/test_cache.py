@@ -1,4 +1,4 @@
-"""lego_core.cache: keys, round trips, concurrent writers, broken files and folders."""
+"""lego_core.search.cache: keys, round trips, concurrent writers, broken files and folders."""
 import json
 import logging
 import multiprocessing
@@ -9,8 +9,8 @@ import threading
 import pytest
 import torch
 
-from lego_core import cache as cache_mod
-from lego_core.cache import FORMAT_VERSION, CacheEntry, KernelCache, cache_key, codegen_hash, codegen_sources, default_cache_dir
+from lego_core.search import cache as cache_mod
+from lego_core.search.cache import FORMAT_VERSION, CacheEntry, KernelCache, cache_key, codegen_hash, codegen_sources, default_cache_dir
 
 KEY_ARGS = {"signature": "abc123", "device": "cpu", "dtype": "float32", "agent": "template", "config_key": {"use_triton": True, "verify_seeds": [1, 2, 3]}}
 
@@ -110,14 +110,15 @@ def test_key_changes_when_a_template_changes(tmp_path, monkeypatch):
 def test_key_changes_when_the_judge_changes(tmp_path, monkeypatch):
     """A cached "no kernel passed" is the answer of the verifier that gave
     it: after the verifier changes, the agent is asked again."""
+    (tmp_path / "judge").mkdir()
     for name in cache_mod.JUDGE_FILES:
         shutil.copy(cache_mod._PACKAGE / name, tmp_path / name)
     monkeypatch.setattr(cache_mod, "_PACKAGE", tmp_path)
     base_key = key()
-    verifier = tmp_path / "verify.py"
+    verifier = tmp_path / "judge" / "verify.py"
     verifier.write_text(verifier.read_text() + "\n# a changed tolerance\n")
     assert key() != base_key
-    assert set(cache_mod.JUDGE_FILES) >= {"verify.py", "verify_policy.py", "static_check.py"}
+    assert set(cache_mod.JUDGE_FILES) >= {"judge/verify.py", "judge/verify_policy.py", "judge/static_check.py"}
 
 
 # --- round trip ------------------------------------------------------------
@@ -209,7 +210,7 @@ def test_broken_file_is_a_logged_miss(tmp_path, caplog, mangle):
     k = key()
     cache.put(k, make_entry())
     _write_raw(cache, k, mangle(cache.path(k).read_text(), k))
-    with caplog.at_level(logging.WARNING, logger="lego_core.cache"):
+    with caplog.at_level(logging.WARNING, logger="lego_core.search.cache"):
         assert cache.get(k) is None
     assert cache.misses == 1
     assert str(cache.path(k)) in caplog.text  # the log names the broken file
@@ -218,7 +219,7 @@ def test_broken_file_is_a_logged_miss(tmp_path, caplog, mangle):
 
 
 def test_missing_file_is_a_quiet_miss(tmp_path, caplog):
-    with caplog.at_level(logging.WARNING, logger="lego_core.cache"):
+    with caplog.at_level(logging.WARNING, logger="lego_core.search.cache"):
         assert KernelCache(tmp_path / "nowhere").get(key()) is None
     assert caplog.text == ""
 
@@ -230,7 +231,7 @@ def test_root_that_is_a_file_degrades_with_one_warning(tmp_path, caplog):
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
     cache = KernelCache(blocker)
-    with caplog.at_level(logging.WARNING, logger="lego_core.cache"):
+    with caplog.at_level(logging.WARNING, logger="lego_core.search.cache"):
         for _ in range(3):
             cache.put(key(), make_entry())
             assert cache.get(key()) is None
@@ -246,7 +247,7 @@ def test_read_only_folder_still_serves_reads(tmp_path, caplog):
     os.chmod(tmp_path, 0o500)
     try:
         cache = KernelCache(tmp_path)
-        with caplog.at_level(logging.WARNING, logger="lego_core.cache"):
+        with caplog.at_level(logging.WARNING, logger="lego_core.search.cache"):
             cache.put(key(), make_entry(tokens=99))
             cache.put(key(signature="other"), make_entry())
         assert caplog.text.count("cannot write") == 1
@@ -321,7 +322,7 @@ def test_permission_error_keeps_reads(tmp_path, monkeypatch, caplog):
 
     monkeypatch.setattr(cache_mod, "_write_atomically", refuse)
     cache = KernelCache(tmp_path)
-    with caplog.at_level(logging.WARNING, logger="lego_core.cache"):
+    with caplog.at_level(logging.WARNING, logger="lego_core.search.cache"):
         cache.put(key(), make_entry(tokens=99))
         cache.put(key(signature="other"), make_entry())
     assert caplog.text.count("cannot write") == 1
@@ -336,7 +337,7 @@ def test_scalars_are_stored_as_numbers_and_odd_values_are_skipped(tmp_path, capl
     cache.put(key(), make_entry(max_abs_error=np.float32(0.25), time_ms=torch.tensor(1.5), tokens=np.int64(3)))
     got = cache.get(key())
     assert (got.max_abs_error, got.time_ms, got.tokens) == (0.25, 1.5, 3)
-    with caplog.at_level(logging.ERROR, logger="lego_core.cache"):
+    with caplog.at_level(logging.ERROR, logger="lego_core.search.cache"):
         cache.put(key(signature="odd"), make_entry(max_abs_error=object()))
     assert "not JSON-ready" in caplog.text
     assert cache.get(key(signature="odd")) is None and cache.writes == 1
@@ -374,7 +375,7 @@ def test_an_entry_whose_source_was_edited_after_writing_is_ignored(tmp_path, cap
     assert stored["source_sha256"] == cache_mod.source_hash(GOOD_KERNEL)
     stored["entry"]["source"] += "\nimport os\nos.system('echo planted')\n"
     path.write_text(json.dumps(stored))
-    with caplog.at_level(logging.WARNING, logger="lego_core.cache"):
+    with caplog.at_level(logging.WARNING, logger="lego_core.search.cache"):
         assert KernelCache(tmp_path).get(k) is None
     assert "does not match the hash" in caplog.text
 
@@ -448,7 +449,7 @@ def test_the_parent_refuses_forwarded_entries_that_do_not_check(tmp_path, caplog
     message = forwarded()
     tamper(message)
     parent = KernelCache(tmp_path)
-    with caplog.at_level(logging.WARNING, logger="lego_core.cache"):
+    with caplog.at_level(logging.WARNING, logger="lego_core.search.cache"):
         assert cache_mod.store_forwarded(parent, message, parent_key) is False
     assert "not stored" in caplog.text
     assert not list(tmp_path.rglob("*.json"))
@@ -475,9 +476,10 @@ def test_the_parent_keys_a_run_from_what_it_knows(monkeypatch):
     """api._key_for: the engine's key (search.engine._cache_key) for the
     run's device (a GPU's name from the parent's own probe), dtype, agent and
     config, never the child's word."""
-    from lego_core import api, gpu_probe
+    from lego_core import api
+    from lego_core.runtime import gpu_probe
     from lego_core.config import OptimizeConfig
-    from lego_core.spec import ProblemSpec
+    from lego_core.load.spec import ProblemSpec
 
     config = OptimizeConfig()
     cpu = api._key_for(ProblemSpec("m.py", {}, dtype="bf16"), config)

@@ -1,11 +1,11 @@
-"""lego_core.capture: torch.export capture, value info, module paths, sources, Graph.run."""
+"""lego_core.load.capture: torch.export capture, value info, module paths, sources, Graph.run."""
 import functools
 import textwrap
 
 import pytest
 import torch
 
-from lego_core.capture import (
+from lego_core.load.capture import (
     Graph,
     PlaceholderSource,
     ValueInfo,
@@ -16,7 +16,7 @@ from lego_core.capture import (
     op_name,
     value_info,
 )
-from lego_core.problem import ProblemError, ProblemSpec, load_problem
+from lego_core.load.problem import ProblemError, ProblemSpec, load_problem
 from conftest import SHARED_MODELS  # ../shared/models, or $LEGO_MODELS_DIR where they were carried
 
 # torch.export's own deprecation noise and the LSTM's flat-weights notice

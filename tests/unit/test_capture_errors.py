@@ -1,7 +1,7 @@
 """Each torch.export failure class has its own message and fix (issue 14,
 "capture errors that say what happened"); a forward that stores state in a
 plain tensor attribute is optimized with that state carried by ModelNew
-(``lego_core.state``), and the stateless form (state in, state out) too;
+(``lego_core.load.state``), and the stateless form (state in, state out) too;
 both match eager over five calls.
 
 Before this change every capture failure said "Fix: ... no data-dependent
@@ -15,10 +15,10 @@ import torch
 import torch.nn as nn
 
 from faithful_support import MODEL_HEAD, fresh_pair, load_optimized, optimize_api, write_model
-from lego_core.capture import capture_graph
-from lego_core.capture_errors import classify
-from lego_core.problem import ProblemSpec, load_problem
-from lego_core.spec import ProblemError
+from lego_core.load.capture import capture_graph
+from lego_core.load.capture_errors import classify
+from lego_core.load.problem import ProblemSpec, load_problem
+from lego_core.load.spec import ProblemError
 
 HEAD = MODEL_HEAD + "\n"
 
@@ -68,7 +68,7 @@ def test_dynamic_shapes_have_their_own_message_and_fix():
 
     with pytest.raises(Exception) as caught:  # a dimension marked dynamic that the code specialises
         torch.export.export(Flat(), (torch.randn(2, 4),), dynamic_shapes=({0: torch.export.Dim("batch")},))
-    from lego_core.capture_errors import explain
+    from lego_core.load.capture_errors import explain
 
     kind, _ = classify(caught.value)
     err = explain(caught.value, None, None)
@@ -135,7 +135,7 @@ class Model(nn.Module):
 
     with pytest.raises(Exception) as raised:
         torch.export.export(Tagged(), (torch.randn(2, 4),))
-    from lego_core.capture_errors import explain
+    from lego_core.load.capture_errors import explain
 
     err = explain(raised.value, None, None)
     assert err.kind == "non-tensor output" and "neither a tensor nor a number" in err.message and "return tensors" in err.hint
@@ -175,7 +175,7 @@ class Model(nn.Module):
 def test_a_stateful_rnn_cell_is_optimized_carrying_its_hidden_attribute_over_five_calls(tmp_path):
     """The cell that reassigns its plain ``self.hidden`` is no longer refused:
     the plan computes the new state and ModelNew reassigns it, as eager does
-    (``lego_core.state``); the stateless form still optimizes too."""
+    (``lego_core.load.state``); the stateless form still optimizes too."""
     path = write_model(tmp_path, "rnn_cell", RNN_CELL)
     graph = capture(path)
     assert [(u.target, u.kind) for u in graph.state_updates] == [("hidden", "reassigned")]
@@ -215,7 +215,7 @@ def test_a_mutated_constant_still_has_its_own_message_and_fix():
 
     with pytest.raises(Exception) as raised:
         torch.export.export(Cell(), (torch.randn(2, 4),)).run_decompositions()  # torch 2.13 raises here
-    from lego_core.capture_errors import explain
+    from lego_core.load.capture_errors import explain
 
     err = explain(raised.value, None, None)
     assert err.kind == "mutated constant" and "self.hidden" in err.message and "register_buffer" in err.hint
@@ -246,7 +246,7 @@ class Model(nn.Module):
 def test_plain_tensor_attributes_follow_the_model_to_its_device_and_keep_their_dtype():
     """Module.to moves parameters and buffers only: the loader moves the rest
     (here from the meta device to the CPU, as it moves them from the CPU to a GPU)."""
-    from lego_core.problem import move_plain_tensor_attributes
+    from lego_core.load.problem import move_plain_tensor_attributes
 
     class Holder(nn.Module):
         def __init__(self):

@@ -25,14 +25,14 @@ import torch
 
 from lego_core import ProblemSpec, optimize
 from lego_core.agents.template.codegen import generate
-from lego_core.capture import capture_graph, layout_inputs, use_channels_last
+from lego_core.load.capture import capture_graph, layout_inputs, use_channels_last
 from lego_core.config import OptimizeConfig
-from lego_core.e2e import load_composed
-from lego_core.problem import load_problem
-from lego_core.search import leaf_input_sets, load_module
-from lego_core.fusion.groups import partition
-from lego_core.subproblem import make_subproblem
-from lego_core.verify import verify
+from lego_core.judge.end_to_end.e2e import load_composed
+from lego_core.load.problem import load_problem
+from lego_core.judge.inputs import leaf_input_sets, load_module
+from lego_core.tree.fusion.groups import partition
+from lego_core.tree.subproblem import make_subproblem
+from lego_core.judge.verify import verify
 from conftest import SHARED_MODELS  # ../shared/models, or $LEGO_MODELS_DIR where they were carried
 
 MODELS = SHARED_MODELS

@@ -17,7 +17,7 @@ import pytest
 from rich.console import Console
 
 from lego_core.cli import ProgressView, build_parser, main, summary_table, triton_table
-from lego_core.spec import ProblemError
+from lego_core.load.spec import ProblemError
 from lego_core.events import Progress, RunFinished, StageStarted
 
 REPO = Path(__file__).resolve().parents[2]
@@ -105,7 +105,7 @@ def test_optimize_report_json(scores_chain_run):
     triton_rows = [sp for sp in report["subproblems"] if sp["implementation"] == "triton"]
     assert len(triton_rows) == summary["triton"]
     assert len(kernel_names) >= len(triton_rows)
-    memory = report["memory"]  # peaks counted on the CPU (lego_core.memory.LiveBytes)
+    memory = report["memory"]  # peaks counted on the CPU (lego_core.runtime.memory.LiveBytes)
     assert memory["measured"] == "cpu-estimate"
     assert 0 < memory["eager_peak_mb"] <= memory["search_peak_mb"]
     assert memory["bound_mb"] == pytest.approx(memory["eager_peak_mb"] + 4096, abs=0.01)

@@ -6,7 +6,7 @@ whole ``optimized_model.py``, whose import also imports the user's model
 file and what *it* imports (``transformers`` makes temporary folders,
 ``torchvision`` loads its extension, a model file may set torch flags): every
 such model failed at the very end.  Now the judge imports the model file
-first, unjudged (``lego_core.shipped``), and judges only what LEGO's files add.
+first, unjudged (``lego_core.judge.end_to_end.shipped``), and judges only what LEGO's files add.
 
 One real run (the command line, as a user runs it, jailed where bubblewrap
 works) of a model file that, at import, creates a temporary folder, loads a
@@ -150,9 +150,9 @@ def test_modelnew_runs_its_plan_with_the_users_flags_when_imported_as_a_user_doe
 
 
 def _judged_import(folder: Path) -> subprocess.CompletedProcess:
-    """``lego_core.shipped.import_optimized_model`` of ``folder`` in a fresh process: prints ok or the ImportError."""
+    """``lego_core.judge.end_to_end.shipped.import_optimized_model`` of ``folder`` in a fresh process: prints ok or the ImportError."""
     return python(textwrap.dedent(f'''
-        from lego_core.shipped import import_optimized_model
+        from lego_core.judge.end_to_end.shipped import import_optimized_model
         try:
             import_optimized_model({str(folder)!r})
         except ImportError as exc:
@@ -227,8 +227,8 @@ def test_a_data_file_read_beside_the_model_file_is_named_with_the_fix(tmp_path):
     """The model file opens cfg.json from its own folder (os.path.dirname(__file__)); the optimized model runs
     a copy of the file from the output folder, where only Python modules are copied.  Before: LEGO's staging
     path in a bare FileNotFoundError."""
-    from lego_core.judge.composed import _file_beside_the_model
-    from lego_core.judge.wire import raised
+    from lego_core.judge.process.composed import _file_beside_the_model
+    from lego_core.judge.process.wire import raised
 
     out = tmp_path / ".out.lego-1a2b3c4d"
     out.mkdir()

@@ -22,12 +22,12 @@ import pytest
 import torch
 
 from lego_core.agents.template.codegen import generate
-from lego_core.capture import capture_graph
-from lego_core.problem import ProblemSpec, load_problem
-from lego_core.search import leaf_input_sets, load_module
-from lego_core.tree import build_tree
-from lego_core.verify import calls_back_into_reference, verify
-from lego_core.static_check import unsafe_host_code
+from lego_core.load.capture import capture_graph
+from lego_core.load.problem import ProblemSpec, load_problem
+from lego_core.judge.inputs import leaf_input_sets, load_module
+from lego_core.tree.fusion_tree import build_tree
+from lego_core.judge.verify import calls_back_into_reference, verify
+from lego_core.judge.static_check import unsafe_host_code
 from conftest import SHARED_MODELS  # ../shared/models, or $LEGO_MODELS_DIR where they were carried
 
 MODELS = SHARED_MODELS
@@ -80,14 +80,14 @@ def test_batchnorm_activation_residual_is_one_pointwise_kernel(tmp_path, name, o
     assert [op for op in leaf.sub.ops if "convolution" in op] == []  # the conv stays a library call
     source = generate(leaf.sub)
     assert calls_back_into_reference(source, leaf.sub.ops) is None
-    assert unsafe_host_code(source) is None  # the kernel cache stores it (lego_core.host_allowlist)
+    assert unsafe_host_code(source) is None  # the kernel cache stores it (lego_core.judge.host_allowlist)
     assert source.count("@triton.jit") == 1
     check(tmp_path, problem, graph, leaf, source)
 
 
 def test_batchnorm_does_not_join_a_row_reduction(tmp_path):
     """BN followed by a softmax over the last dim: BN is its own pointwise group."""
-    from lego_core.fusion.groups import partition
+    from lego_core.tree.fusion.groups import partition
 
     src = tmp_path / "bn_softmax.py"
     src.write_text(
@@ -117,8 +117,8 @@ def test_batchnorm_does_not_join_a_row_reduction(tmp_path):
 def conv_bn_subproblems(graph, tree):
     """conv_bn sub-problems formed the way mutation forms them: a conv leaf and
     the leaf that reads it (the BN alone, or BN + its pointwise tail)."""
-    from lego_core.fusion.legality import fusion_verdict
-    from lego_core.subproblem import make_subproblem
+    from lego_core.tree.fusion.legality import fusion_verdict
+    from lego_core.tree.subproblem import make_subproblem
 
     leaves = tree.leaves()
     found = {}
@@ -153,7 +153,7 @@ def test_folded_conv_bn_verifies(tmp_path, name):
         assert sub.group.kind == "conv_bn" and sub.group.library_ops == ("aten.convolution.default",)
         source = generate(sub)
         assert calls_back_into_reference(source, sub.ops, sub.group.library_ops) is None
-        assert unsafe_host_code(source) is None  # the kernel cache stores it (lego_core.host_allowlist)
+        assert unsafe_host_code(source) is None  # the kernel cache stores it (lego_core.judge.host_allowlist)
         assert calls_back_into_reference(source, sub.ops) is not None  # the conv is allowed only as declared
         check(tmp_path, problem, graph, _Leaf(sub), source)
 
@@ -213,7 +213,7 @@ def test_mutation_proposes_the_fold():
 
 
 def test_fold_rejects_a_conv_read_twice(tmp_path):
-    from lego_core.fusion.conv_bn import conv_bn_group
+    from lego_core.tree.fusion.conv_bn import conv_bn_group
 
     src = tmp_path / "conv_twice.py"
     src.write_text(
@@ -265,7 +265,7 @@ def test_residual_add_and_norm_is_one_row_kernel_with_two_outputs(tmp_path, name
 def test_channels_last_capture_gives_nhwc_strides_and_kernels_follow_them(tmp_path):
     """capture_graph(channels_last=True): conv outputs and the BN + add + relu
     values carry NHWC strides; the generated kernel reads and writes them."""
-    from lego_core.capture import to_channels_last, value_info
+    from lego_core.load.capture import to_channels_last, value_info
 
     tiny = json.loads((MODELS / "tiny.json").read_text())["resnet_stage.py"]
     problem = load_problem(ProblemSpec(str(MODELS / "resnet_stage.py"), dict(tiny)))

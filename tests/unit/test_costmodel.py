@@ -1,10 +1,10 @@
-"""lego_core.costmodel: roofline formula, byte and FLOP counts per op."""
+"""lego_core.cost.costmodel: roofline formula, byte and FLOP counts per op."""
 import operator
 
 import pytest
 import torch
 
-from lego_core.costmodel import (
+from lego_core.cost.costmodel import (
     TARGETS,
     compute_peak,
     dtype_bytes,

@@ -5,7 +5,7 @@ passes torch.export but failed in ``run_decompositions`` ("Cannot view a
 tensor with shape [2, 16, 64] and strides (64, 128, 1) as (32, 64)"), and the
 message told the user to "read torch.export's message above" (nothing was
 printed above) and to run ``torch.export.export``, which works on such a file.
-Now ``lego_core.decompose`` keeps whole the op(s) whose decomposition fails
+Now ``lego_core.load.decompose`` keeps whole the op(s) whose decomposition fails
 (SDPA first, then a bounded search over the graph's ops), records them in
 ``Graph.kept_whole``, and when nothing works raises a ``decomposition`` error
 that quotes what failed and where.  No library model here: the plain-torch
@@ -18,10 +18,10 @@ import pytest
 import torch
 from torch import nn
 
-from lego_core import capture_errors, decompose
-from lego_core.capture import capture_graph, op_name
-from lego_core.problem import ProblemSpec, load_problem
-from lego_core.spec import ProblemError
+from lego_core.load import capture_errors, decompose
+from lego_core.load.capture import capture_graph, op_name
+from lego_core.load.problem import ProblemSpec, load_problem
+from lego_core.load.spec import ProblemError
 
 MODELS = Path(__file__).resolve().parents[1] / "models_real"
 PLAIN = MODELS / "gpt2_attention_plain.py"

@@ -15,7 +15,7 @@ import torch
 from faithful_support import fresh_pair, load_optimized, write_model
 from lego_core import pipeline
 from lego_core.config import OptimizeConfig
-from lego_core.problem import ProblemSpec
+from lego_core.load.problem import ProblemSpec
 
 MODEL = '''
 import torch

@@ -14,8 +14,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from lego_core.e2e_judge import MULTIPLIER, judge_outputs
-from lego_core.fallback import find_offenders
+from lego_core.judge.end_to_end.e2e_judge import MULTIPLIER, judge_outputs
+from lego_core.judge.end_to_end.fallback import find_offenders
 
 C, WINDOW, SIDE = 96, 7, 14
 

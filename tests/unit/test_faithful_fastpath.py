@@ -17,7 +17,7 @@ import torch
 
 from faithful_support import fresh_pair, load_optimized, optimize_api, optimize_cli, write_model
 from lego_core.errors import OptimizeError
-from lego_core.spec import ProblemError
+from lego_core.load.spec import ProblemError
 
 pytestmark = pytest.mark.faithful
 

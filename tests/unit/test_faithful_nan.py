@@ -24,9 +24,9 @@ import torch
 
 from lego_core import ProblemSpec, optimize
 from lego_core.config import OptimizeConfig
-from lego_core.edge_inputs import edge_input_sets
-from lego_core.verify import precision_mismatch, verify
-from lego_core.search import load_module  # noqa: E402
+from lego_core.judge.edge_inputs import edge_input_sets
+from lego_core.judge.verify import precision_mismatch, verify
+from lego_core.judge.inputs import load_module  # noqa: E402
 
 pytestmark = pytest.mark.faithful
 REPO = Path(__file__).resolve().parents[2]
@@ -236,7 +236,7 @@ def test_the_float64_bound_is_skipped_when_its_reference_would_not_fit():
     sets = [[torch.randn(64, 64).bfloat16()] for _ in range(3)]
     caught = verify(truncating, ref, sets, "bf16", [1, 2, 3], trace=False)
     assert not caught.passed and "as far from a float64 reference" in caught.reason
-    from lego_core.verify import float64_working_bytes
+    from lego_core.judge.verify import float64_working_bytes
 
     need = float64_working_bytes(ref, sets[0], ref(sets[0]))
     assert need == 8 * 64 * 64 * 3  # input, and twice the output (no sub-problem: no intermediates)
@@ -335,7 +335,7 @@ def test_the_timing_guard_judges_the_calls_after_timing_as_the_verifier_does():
     values only ("did not compute its output: 4384 vs 4512").  The guard now
     judges those calls with ``verify.judge_values``: the exact answer is
     believed, a wrong one is still rejected."""
-    from lego_core.timing_guard import guard_timing
+    from lego_core.judge.timing_guard import guard_timing
 
     torch.manual_seed(0)
     sets = [[torch.randn(1, 1024, 8).bfloat16()] for _ in range(2)]

@@ -5,7 +5,7 @@ and kernels/ in the output folder, next to an earlier run's report.json that
 said e2e passed; a child that died did the same; and a user's own ``tests/``
 folder in ``--out`` was deleted.  Now a run composes and verifies in a
 staging folder and moves its files in by rename only when it passed
-(``lego_core.output``): the target is left as it was, an earlier run's output
+(``lego_core.runtime.output``): the target is left as it was, an earlier run's output
 there is marked by ``FAILED.json``, and files LEGO did not write are never
 touched.
 
@@ -23,8 +23,8 @@ import pytest
 from lego_core.api import optimize
 from lego_core.config import OptimizeConfig
 from lego_core.errors import OptimizeError
-from lego_core.output import FAILED, RECORD
-from lego_core.problem import ProblemError, ProblemSpec
+from lego_core.runtime.output import FAILED, RECORD
+from lego_core.load.problem import ProblemError, ProblemSpec
 
 pytestmark = pytest.mark.faithful
 
@@ -149,7 +149,7 @@ def test_failure_at_load_marks_the_earlier_output(earlier, tmp_path):
 def test_child_crash_after_composing_leaves_no_files(tmp_path):
     """The composed model's process dies (os._exit in ModelNew) during the end-to-end check, after
     the run composed.  Before: the folder held the composed, never verified optimized_model.py and
-    kernels/.  The composed model runs in a process of its own (lego_core.judge.composed), so the
+    kernels/.  The composed model runs in a process of its own (lego_core.judge.process.composed), so the
     optimizer outlives it and fails the run, naming how it died."""
     out = tmp_path / "crash"
     with pytest.raises(OptimizeError, match=r"the composed model's process gave no result: .*\(exit code 3\)"):

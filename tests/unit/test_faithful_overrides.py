@@ -4,7 +4,7 @@
 used to exit 0 with an artifact specialised to [4, 16]: the override was set
 on the module after its import, so module-level values derived from it kept
 the old value.  Now the file runs with the override in force from the
-constant's own assignment on (``lego_core.overrides``), in ``load_problem``
+constant's own assignment on (``lego_core.load.overrides``), in ``load_problem``
 and in the shipped ``optimized_model.py`` alike.
 
 Each test here failed before that change (checked by running it against the
@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from lego_core.api import optimize
 from lego_core.config import OptimizeConfig
-from lego_core.problem import ProblemError, ProblemSpec, load_problem
+from lego_core.load.problem import ProblemError, ProblemSpec, load_problem
 
 pytestmark = pytest.mark.faithful
 

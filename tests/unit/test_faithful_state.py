@@ -2,7 +2,7 @@
 
 Buffers written in forward (a call counter, running statistics updated in
 place or reassigned) are carried: the plan computes their new values and
-ModelNew writes them back as eager does (``lego_core.state``), so over five
+ModelNew writes them back as eager does (``lego_core.load.state``), so over five
 calls the outputs and the buffers match eager's.  A forward that writes into
 one of its inputs in place is still refused at capture with a ProblemError
 naming the input and the line (``faithful_capture.check_stateless``), not
@@ -12,7 +12,7 @@ import pytest
 
 from faithful_support import optimize_api, write_model
 from lego_core.errors import OptimizeError
-from lego_core.spec import ProblemError
+from lego_core.load.spec import ProblemError
 
 pytestmark = pytest.mark.faithful
 

@@ -25,17 +25,17 @@ os.environ.setdefault("TRITON_INTERPRET", "1")  # before triton is imported anyw
 import pytest
 import torch
 
-from lego_core import costing, costmodel
+from lego_core.cost import costing, costmodel
 from lego_core.agents.template.agent import TemplateAgent
 from lego_core.agents.template.codegen import generate, launch_config
-from lego_core.capture import Graph, capture_graph, op_name
-from lego_core.fusion.gemm import gemm_epilogue_group, grow_epilogue
-from lego_core.problem import Problem, ProblemSpec, load_problem
-from lego_core.search import leaf_input_sets, load_module
-from lego_core.subproblem import SubProblem, make_subproblem
-from lego_core.tree import OrNode
-from lego_core.verify import calls_back_into_reference, verify
-from lego_core.static_check import unsafe_host_code
+from lego_core.load.capture import Graph, capture_graph, op_name
+from lego_core.tree.fusion.gemm import gemm_epilogue_group, grow_epilogue
+from lego_core.load.problem import Problem, ProblemSpec, load_problem
+from lego_core.judge.inputs import leaf_input_sets, load_module
+from lego_core.tree.subproblem import SubProblem, make_subproblem
+from lego_core.tree.fusion_tree import OrNode
+from lego_core.judge.verify import calls_back_into_reference, verify
+from lego_core.judge.static_check import unsafe_host_code
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*LeafSpec.*:FutureWarning")
 
@@ -103,7 +103,7 @@ def check_kernel(tmp_path: Path, problem: Problem, graph: Graph, sub: SubProblem
     tree = ast.parse(source)
     assert ast.get_docstring(tree).splitlines()[0] == f"Triton kernel for sub-problem {sub.id}: {sub.label}"
     assert calls_back_into_reference(source, sub.ops) is None
-    assert unsafe_host_code(source) is None  # the kernel cache stores it (lego_core.host_allowlist)
+    assert unsafe_host_code(source) is None  # the kernel cache stores it (lego_core.judge.host_allowlist)
     for call in ast.walk(tree):
         if isinstance(call, ast.Call) and ast.unparse(call.func) in ("tl.load", "tl.store"):
             one_element = re.fullmatch(r"in\d+_ptr", ast.unparse(call.args[0]))  # a 0-d tensor

@@ -1,4 +1,4 @@
-"""lego_core.gpu_lock: timings hold the GPU alone across processes, other GPU work shares it.
+"""lego_core.runtime.gpu_lock: timings hold the GPU alone across processes, other GPU work shares it.
 
 No GPU needed: the locks are taken on a lock file of the test's own (``path=``)."""
 import multiprocessing
@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from lego_core import gpu_lock
+from lego_core.runtime import gpu_lock
 
 CTX = multiprocessing.get_context("fork")
 
@@ -203,7 +203,7 @@ def test_cuda_available_asks_a_fresh_interpreter_as_a_run_would_and_makes_no_loc
     torch here and without making the GPU lock files probe() makes."""
     import torch
 
-    from lego_core import gpu_lock, gpu_probe
+    from lego_core.runtime import gpu_lock, gpu_probe
 
     monkeypatch.setenv(gpu_lock.LOCK_DIR_ENV, str(tmp_path / "locks"))
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", f"probe-test-{tmp_path.name}")  # a fresh memo entry

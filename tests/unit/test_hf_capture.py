@@ -28,11 +28,11 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from faithful_support import write_model  # noqa: E402
-from lego_core.capture import capture_graph, op_name  # noqa: E402
-from lego_core.compose import output_spec_text, write_output  # noqa: E402
-from lego_core.fusion.attention import find_attention  # noqa: E402
-from lego_core.problem import ProblemSpec, load_problem  # noqa: E402
-from lego_core.spec import ProblemError  # noqa: E402
+from lego_core.load.capture import capture_graph, op_name  # noqa: E402
+from lego_core.compose.folder import output_spec_text, write_output  # noqa: E402
+from lego_core.tree.fusion.attention import find_attention  # noqa: E402
+from lego_core.load.problem import ProblemSpec, load_problem  # noqa: E402
+from lego_core.load.spec import ProblemError  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 MODELS = REPO / "tests" / "models_real"
@@ -175,7 +175,7 @@ def test_use_cache_true_returning_a_dynamic_cache_is_refused_at_load_naming_use_
 def _library_plan_model(tmp_path, problem, graph):
     """``optimized_model.py`` for the all-library plan of ``graph``, imported
     plainly: (eager Model, ModelNew with its weights)."""
-    from lego_core.tree import Candidate, build_tree
+    from lego_core.tree.fusion_tree import Candidate, build_tree
 
     items = build_tree(graph).first_decomposition_leaves()
     for leaf in items:

@@ -24,15 +24,15 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 import pytest
 import torch
 
-import lego_core.verify as verify_module
+import lego_core.judge.verify as verify_module
 from lego_core.agents.base import Proposal
 from lego_core.agents.template.agent import TemplateAgent
-from lego_core.capture import capture_graph
+from lego_core.load.capture import capture_graph
 from lego_core.config import OptimizeConfig
-from lego_core.judge import BadReply, Executor, wire
-from lego_core.problem import ProblemSpec, load_problem
-from lego_core.search import Search
-from lego_core.tree import Candidate, build_tree
+from lego_core.judge.process import BadReply, Executor, wire
+from lego_core.load.problem import ProblemSpec, load_problem
+from lego_core.search.engine import Search
+from lego_core.tree.fusion_tree import Candidate, build_tree
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*LeafSpec.*:FutureWarning")
 
@@ -65,7 +65,7 @@ PATCHING_ZEROS = '''\
 import torch
 import triton
 import triton.language as tl
-import lego_core.verify as _verify
+import lego_core.judge.verify as _verify
 
 
 def _always_passes(actual, expected, dtype=None):
@@ -222,7 +222,7 @@ def test_a_candidate_that_patches_torch_and_the_verifier_is_rejected(tmp_path, p
     # caught in the executor: by the import guard (load_module) or the tamper snapshot
     caught = ("the candidate changed", "importing it replaced")
     assert any(c in reason for c in caught), reason
-    for name in ("lego_core.verify.compare", "torch.softmax"):
+    for name in ("lego_core.judge.verify.compare", "torch.softmax"):
         assert name in reason
     # the agent got the reason back with its retry
     assert any(fb and any(c in fb[-1] for c in caught) for sub_id, fb in agent.calls)
@@ -332,7 +332,7 @@ def test_tampering_that_would_break_later_candidates_is_caught(tmp_path, past_th
 
 
 def test_the_end_to_end_check_runs_the_composed_model_in_another_process(tmp_path, monkeypatch):
-    from lego_core.judge import composed
+    from lego_core.judge.process import composed
     from lego_core.pipeline import run_pipeline
 
     seen = []
@@ -360,7 +360,7 @@ def test_the_end_to_end_check_runs_the_composed_model_in_another_process(tmp_pat
 
 def test_a_composed_model_process_that_edits_the_output_folder_fails_the_check(tmp_path):
     from lego_core.errors import OptimizeError
-    from lego_core.judge.composed import run_fresh
+    from lego_core.judge.process.composed import run_fresh
 
     (tmp_path / "optimized_model.py").write_text("x = 1\n")
     (tmp_path / "kernels").mkdir()
@@ -371,7 +371,7 @@ def test_a_composed_model_process_that_edits_the_output_folder_fails_the_check(t
             (tmp_path / "kernels" / "k.py").write_text("# something else ships\n")
             return {"output": ("value", None)}
 
-    import lego_core.judge.composed as composed
+    import lego_core.judge.process.composed as composed
 
     original = composed.Executor
     composed.Executor = Editing
@@ -426,7 +426,7 @@ def test_what_a_candidate_allocates_in_its_executor_counts_toward_the_run_peak(t
     """The memory bound covers the executor too: it counts its own CPU tensors
     during a call (``memory.LiveBytes``) and the meter adds them to what this
     process holds (``MemoryMeter.note_external``)."""
-    from lego_core.memory import MemoryMeter
+    from lego_core.runtime.memory import MemoryMeter
 
     source = tmp_path / "big.py"
     source.write_text("import torch\n\n\ndef launch(x, out=None):\n    scratch = torch.zeros(4 << 20)  # 16 MiB\n    out[0].copy_(x + scratch[: x.numel()].view_as(x))\n    return out\n")

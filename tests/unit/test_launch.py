@@ -1,5 +1,5 @@
 """The whole-model launch plan: ModelNew's bound tensors, its LAUNCH modes and
-the choice between them (lego_core.launch, templates/lego_runtime.py).
+the choice between them (lego_core.judge.end_to_end.launch, templates/lego_runtime.py).
 
 One real optimize of mlp_residual at tiny sizes (CPU, Triton interpreter);
 the CUDA-graph replay itself runs only on a GPU (``gpu`` marker).
@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from lego_core import ProblemSpec, optimize
-from lego_core.compose import set_launch
+from lego_core.compose.folder import set_launch
 from lego_core.config import OptimizeConfig
-from lego_core.launch import MIN_GAIN, TIMING_ROUNDS, _interleaved_medians, _pick
-from lego_core.search import load_module  # noqa: E402
+from lego_core.judge.end_to_end.launch import MIN_GAIN, TIMING_ROUNDS, _interleaved_medians, _pick
+from lego_core.judge.inputs import load_module  # noqa: E402
 from conftest import SHARED_MODELS  # ../shared/models, or $LEGO_MODELS_DIR where they were carried
 
 MLP = SHARED_MODELS / "mlp_residual.py"
@@ -155,8 +155,8 @@ def test_launch_timing_interleaves_rounds_so_a_burst_of_load_does_not_decide(mon
     not make a slower variant win: the variants are timed in interleaved
     rounds and the samples pooled (measured once, one after the other, a
     search beside it made a 0.061 ms plan look faster than 0.039 ms eager)."""
-    import lego_core.timing as timing
-    from lego_core.timing import summarize
+    import lego_core.runtime.timing as timing
+    from lego_core.runtime.timing import summarize
 
     own_ms = {("plan", False): 1.10, ("original", False): 1.00, ("plan", True): 1.05, ("original", True): 1.20}
     calls = []
@@ -184,8 +184,8 @@ def test_launch_timing_interleaves_rounds_so_a_burst_of_load_does_not_decide(mon
 
 
 def test_launch_timing_rules_out_a_variant_that_fails_while_timed(monkeypatch):
-    import lego_core.timing as timing
-    from lego_core.timing import summarize
+    import lego_core.runtime.timing as timing
+    from lego_core.runtime.timing import summarize
 
     def fake_time_gpu(fn, input_sets, warmup_ms, rep, sync_each=False):
         if fake.lego_cuda_graph:
@@ -303,7 +303,7 @@ def test_copies_pickles_and_deletion(mlp_out):
 def test_a_variant_that_fails_end_to_end_gives_way_to_the_next_fastest(mlp_out, tmp_path):
     import shutil
 
-    from lego_core.launch import rule_out
+    from lego_core.judge.end_to_end.launch import rule_out
 
     out, _ = mlp_out
     copy = tmp_path / "copy"
@@ -324,7 +324,7 @@ def test_a_variant_that_fails_end_to_end_gives_way_to_the_next_fastest(mlp_out, 
 def test_fp32_on_cuda_with_tf32_convolutions_is_judged_against_fp64():
     from types import SimpleNamespace
 
-    from lego_core.e2e import eager_uses_tf32
+    from lego_core.judge.end_to_end.e2e import eager_uses_tf32
 
     conv = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3))
     mlp = torch.nn.Sequential(torch.nn.Linear(3, 4))

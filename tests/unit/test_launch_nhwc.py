@@ -1,5 +1,5 @@
 """The ``original+nhwc`` launch variants: the user's own forward in
-channels-last memory order (lego_core.launch, ``channels_last_forward`` and
+channels-last memory order (lego_core.judge.end_to_end.launch, ``channels_last_forward`` and
 ``ChannelsLastWeights`` in templates/lego_runtime.py).
 
 One real optimize of a small convolution network (CPU, library plan: this
@@ -16,10 +16,10 @@ import pytest
 import torch
 
 from lego_core import ProblemSpec, optimize
-from lego_core.compose import set_launch
+from lego_core.compose.folder import set_launch
 from lego_core.config import OptimizeConfig
-from lego_core.launch import MIN_GAIN, _pick, nhwc_applies, parse_variant, variant_name
-from lego_core.search import load_module
+from lego_core.judge.end_to_end.launch import MIN_GAIN, _pick, nhwc_applies, parse_variant, variant_name
+from lego_core.judge.inputs import load_module
 
 CONV_NET = '''
 import torch
@@ -238,7 +238,7 @@ def test_the_composed_models_process_knows_whether_the_model_holds_a_convolution
     with "'SimpleNamespace' object has no attribute 'modules'")."""
     import types
 
-    from lego_core.judge.composed import ProblemView
+    from lego_core.judge.process.composed import ProblemView
 
     module, _ = vector_net
     for model, expected in ((module.Model(*module.get_init_inputs()), True), (torch.nn.Linear(4, 4), False)):

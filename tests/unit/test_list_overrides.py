@@ -3,7 +3,7 @@
 ``layer_sizes = [400, 800]`` or ``kernel = (3, 3)`` in a model file could not
 be overridden: ``--set`` took numbers and true/false only.  Now a list or
 tuple is written as Python writes it, checked by kind against the file's
-value (``lego_core.override_checks``), applied where the file sets it so
+value (``lego_core.load.override_checks``), applied where the file sets it so
 that what is built from it follows, and shipped in ``optimized_model.py``'s
 ``OVERRIDES`` so that the downloaded model is built the same way.
 """
@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from lego_core.override_checks import check_overrides_in_source, override_type_error
-from lego_core.overrides import MAX_DEPTH, MAX_ITEMS, assigned_names, file_constants
-from lego_core.problem import ProblemError, ProblemSpec, load_problem
-from lego_core.spec import format_override, overrides_from_json, overrides_to_json, parse_overrides
+from lego_core.load.override_checks import check_overrides_in_source, override_type_error
+from lego_core.load.overrides import MAX_DEPTH, MAX_ITEMS, assigned_names, file_constants
+from lego_core.load.problem import ProblemError, ProblemSpec, load_problem
+from lego_core.load.spec import format_override, overrides_from_json, overrides_to_json, parse_overrides
 
 REPO = Path(__file__).resolve().parents[2]
 

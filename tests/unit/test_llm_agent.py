@@ -23,11 +23,11 @@ from lego_core.agents.base import Team
 from lego_core.agents.llm.extract import extract_code
 from lego_core.agents.llm.settings import LLMSettings
 from lego_core.agents.template.agent import TemplateAgent
-from lego_core.capture import capture_graph
+from lego_core.load.capture import capture_graph
 from lego_core.config import OptimizeConfig
-from lego_core.problem import ProblemSpec, load_problem
-from lego_core.search import Search
-from lego_core.tree import build_tree
+from lego_core.load.problem import ProblemSpec, load_problem
+from lego_core.search.engine import Search
+from lego_core.tree.fusion_tree import build_tree
 
 from llm_server import ScriptedEndpoint
 
@@ -255,7 +255,7 @@ def test_a_retry_on_a_gpu_is_told_the_time_to_beat(tmp_path):
     from types import SimpleNamespace
 
     from lego_core.agents.base import split_time_to_beat, with_time_to_beat
-    from lego_core.tree import Candidate
+    from lego_core.tree.fusion_tree import Candidate
 
     reason = "input set 2 (seed label ab12), call 1: max abs error 0.41 at [0, 3]"
     assert with_time_to_beat(reason, None, None) == reason

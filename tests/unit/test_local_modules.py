@@ -1,4 +1,4 @@
-"""A model split over several files (issue 24): ``lego_core.local_modules``.
+"""A model split over several files (issue 24): ``lego_core.load.local_modules``.
 
 In-process: loading a model that imports a sibling module and a sibling
 package lists what the output must ship; a failed import names the missing
@@ -22,10 +22,12 @@ from pathlib import Path
 
 import pytest
 
-from lego_core import OptimizeConfig, ProblemSpec, jail, local_modules, optimize
-from lego_core.overrides import load_reference
-from lego_core.problem import FIX_THE_LINE, load_problem
-from lego_core.spec import ProblemError
+from lego_core import OptimizeConfig, ProblemSpec, optimize
+from lego_core.runtime import jail
+from lego_core.load import local_modules
+from lego_core.load.overrides import load_reference
+from lego_core.load.problem import FIX_THE_LINE, load_problem
+from lego_core.load.spec import ProblemError
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -437,7 +439,7 @@ def test_a_missing_module_in_the_jail_is_named_with_the_fix_not_fix_the_line(tmp
 
 PEEK = """\
 import json, os
-from lego_core.spec import ProblemError
+from lego_core.load.spec import ProblemError
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SEEN = {}

@@ -14,14 +14,14 @@ import pytest
 import torch
 from torch.utils._python_dispatch import _disable_current_modes
 
-import lego_core.verify as verify_module
-from lego_core.capture import capture_graph
-from lego_core.memory import LiveBytes, MemoryMeter, bound_bytes, storage_bytes
-from lego_core.problem import ProblemSpec, load_problem
-from lego_core.search.boundary import BoundaryStore
-from lego_core.search.inputs import leaf_edge_sets, leaf_input_sets
-from lego_core.tree import build_tree
-from lego_core.verify import compare, verify
+import lego_core.judge.verify as verify_module
+from lego_core.load.capture import capture_graph
+from lego_core.runtime.memory import LiveBytes, MemoryMeter, bound_bytes, storage_bytes
+from lego_core.load.problem import ProblemSpec, load_problem
+from lego_core.judge.boundary import BoundaryStore
+from lego_core.judge.inputs import leaf_edge_sets, leaf_input_sets
+from lego_core.tree.fusion_tree import build_tree
+from lego_core.judge.verify import compare, verify
 
 MODEL = str(Path(__file__).with_name("longseq_attention_model.py"))
 SEEDS = (101, 202, 303)
@@ -140,7 +140,7 @@ def test_store_without_limit_runs_each_seed_once():
 
 
 def test_each_stage_gets_its_own_peak_and_the_run_peak_covers_them():
-    from lego_core.memory import MemoryMeter
+    from lego_core.runtime.memory import MemoryMeter
 
     meter = MemoryMeter("cpu")
     meter.enter_stage("load")

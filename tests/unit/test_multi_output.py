@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from faithful_support import fresh_pair, load_optimized, optimize_api, write_model
-from lego_core.problem import ProblemSpec, load_problem
-from lego_core.spec import ProblemError
+from lego_core.load.problem import ProblemSpec, load_problem
+from lego_core.load.spec import ProblemError
 
 pytestmark = pytest.mark.slow
 
@@ -177,7 +177,7 @@ def get_init_inputs():
 def test_named_outputs_cross_from_the_executor_to_the_judge_and_malformed_ones_do_not():
     import collections
 
-    from lego_core.judge import wire
+    from lego_core.judge.process import wire
 
     value = collections.OrderedDict(out=torch.ones(2), aux=[torch.zeros(1), 3])
     back = wire.decode(wire.encode(value, None), None)

@@ -19,9 +19,9 @@ import pytest
 
 from lego_core.agents.payload import sub_from_payload, sub_to_payload
 from lego_core.agents.template.agent import TemplateAgent
-from lego_core.capture import capture_graph
-from lego_core.problem import ProblemSpec, load_problem
-from lego_core.tree import build_tree
+from lego_core.load.capture import capture_graph
+from lego_core.load.problem import ProblemSpec, load_problem
+from lego_core.tree.fusion_tree import build_tree
 
 MODELS = [
     "gated_conv_mixer.py",
@@ -138,9 +138,9 @@ def test_a_corrupted_payload_raises_a_clear_value_error(softmax_payload, case):
 def test_gemm_epilogue_groups_round_trip(shared_models, tiny_overrides, name):
     """GEMM + epilogue sub-problems (formed by bottom-up mutation) rebuild
     through ``fusion.gemm.gemm_epilogue_group``."""
-    gemm = pytest.importorskip("lego_core.fusion.gemm")
-    from lego_core.capture import op_name
-    from lego_core.subproblem import make_subproblem
+    gemm = pytest.importorskip("lego_core.tree.fusion.gemm")
+    from lego_core.load.capture import op_name
+    from lego_core.tree.subproblem import make_subproblem
 
     graph = capture_graph(load_problem(ProblemSpec(str(shared_models / name), tiny_overrides(name))))
     agent = TemplateAgent()

@@ -1,4 +1,4 @@
-"""lego_core.spec + lego_core.problem: loading a KernelBench-style model file.
+"""lego_core.load.spec + lego_core.load.problem: loading a KernelBench-style model file.
 
 Every broken file must give a ProblemError that names the file, the line
 where there is one, and what to fix.  Problem files are written to tmp_path;
@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from lego_core.problem import Problem, ProblemError, ProblemSpec, cast_input, load_problem, main, parse_overrides
-from lego_core.spec import DEVICES, DTYPE_NAMES, UTF8_HINT, decode_source, syntax_error_text
+from lego_core.load.problem import Problem, ProblemError, ProblemSpec, cast_input, load_problem, main, parse_overrides
+from lego_core.load.spec import DEVICES, DTYPE_NAMES, UTF8_HINT, decode_source, syntax_error_text
 
 GOOD = """\
 import torch
@@ -388,7 +388,7 @@ def test_no_error_without_a_line_prints_one():
         assert syntax_error_text(exc).startswith("line 1: ")
     assert str(ProblemError("the file is empty", "/a/m.py", None, hint="add a Model.")) == "m.py: the file is empty. Fix: add a Model."
     assert str(ProblemError("bad", "/a/m.py", 3)) == "m.py:3: bad."
-    from lego_core import host_allowlist, static_check
+    from lego_core.judge import host_allowlist, static_check
 
     for check in (static_check.unsafe_host_code, host_allowlist.refusal):
         said = check("x = 1\n\x00\n")

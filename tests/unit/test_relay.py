@@ -13,9 +13,9 @@ import pytest
 
 from lego_core.agents.base import Proposal
 from lego_core.agents.relay import RELAY_ENV, AgentServer, RelayPool, RelayServer, exchange, proposal_of
-from lego_core.capture import capture_graph
-from lego_core.problem import ProblemSpec, load_problem
-from lego_core.tree import build_tree
+from lego_core.load.capture import capture_graph
+from lego_core.load.problem import ProblemSpec, load_problem
+from lego_core.tree.fusion_tree import build_tree
 
 from test_llm_agent import MODEL  # one row-softmax group
 

@@ -1,13 +1,13 @@
-"""lego_core.roofline: FLOPs and minimal bytes counted from a captured graph, checked against hand counts."""
+"""lego_core.cost.roofline: FLOPs and minimal bytes counted from a captured graph, checked against hand counts."""
 import textwrap
 
 import pytest
 import torch
 import torch.fx as fx
 
-from lego_core import roofline
-from lego_core.capture import capture_graph
-from lego_core.problem import ProblemSpec, load_problem
+from lego_core.cost import roofline
+from lego_core.load.capture import capture_graph
+from lego_core.load.problem import ProblemSpec, load_problem
 
 MODEL = textwrap.dedent(
     """

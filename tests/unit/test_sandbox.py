@@ -1,4 +1,4 @@
-"""lego_core.sandbox: run_in_child, event forwarding, errors, crashes, timeouts.
+"""lego_core.runtime.sandbox: run_in_child, event forwarding, errors, crashes, timeouts.
 
 Targets live in ``sandbox_targets.py`` beside this file: spawn pickles them
 by reference, so they must be importable module-level functions.
@@ -19,8 +19,8 @@ if _HERE not in sys.path:
 
 import sandbox_targets as targets  # noqa: E402
 from lego_core.events import Progress, StageStarted  # noqa: E402
-from lego_core.sandbox import ChildCrashed, run_in_child  # noqa: E402
-from lego_core.spec import ProblemError  # noqa: E402
+from lego_core.runtime.sandbox import ChildCrashed, run_in_child  # noqa: E402
+from lego_core.load.spec import ProblemError  # noqa: E402
 
 
 def _collect():
@@ -175,7 +175,7 @@ def test_the_parent_never_unpickles_what_the_child_sends(tmp_path):
 
 
 def test_a_message_over_the_size_limit_stops_the_child(monkeypatch):
-    from lego_core import sandbox
+    from lego_core.runtime import sandbox
 
     monkeypatch.setattr(sandbox, "MAX_MESSAGE_BYTES", 1 << 20)
     with pytest.raises(ChildCrashed, match="over 1 MiB"):
@@ -227,7 +227,7 @@ def test_sandbox_limits_refuse_nonsense():
 def test_the_childs_output_reaches_the_parent_bounded_saying_how_much_was_cut(capfd):
     # an upload that printed 128 MB filled the worker's log: its first and last
     # 64 KiB are kept, with a line that says how much was cut between
-    from lego_core import sandbox
+    from lego_core.runtime import sandbox
 
     assert run_in_child(targets.print_a_lot, (16,), timeout_s=120) == 16
     out, err = capfd.readouterr()

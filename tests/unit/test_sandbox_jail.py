@@ -23,9 +23,10 @@ from pathlib import Path
 
 import pytest
 
-from lego_core import OptimizeConfig, ProblemSpec, jail, optimize
-from lego_core.cache import KernelCache, source_hash
-from lego_core.spec import ProblemError
+from lego_core import OptimizeConfig, ProblemSpec, optimize
+from lego_core.runtime import jail
+from lego_core.search.cache import KernelCache, source_hash
+from lego_core.load.spec import ProblemError
 
 pytestmark = pytest.mark.sandbox
 
@@ -36,7 +37,7 @@ PLANTED = "\nimport os  # planted by another user's upload\n"
 
 PROBE = r'''
 import json, os, socket
-from lego_core.spec import ProblemError
+from lego_core.load.spec import ProblemError
 
 SEEN = {}
 
@@ -243,7 +244,7 @@ def test_without_bubblewrap_the_run_falls_back_with_one_warning(monkeypatch, cap
     monkeypatch.setattr(jail, "available", lambda: "bwrap is not installed (test)")
     monkeypatch.delenv("LEGO_SANDBOX", raising=False)
     jail._warned.clear()
-    with caplog.at_level(logging.WARNING, logger="lego_core.jail"):
+    with caplog.at_level(logging.WARNING, logger="lego_core.runtime.jail"):
         assert jail.wanted() is False
         assert jail.wanted() is False
     warnings = [r.getMessage() for r in caplog.records if "WITHOUT the bubblewrap sandbox" in r.getMessage()]
@@ -294,7 +295,7 @@ def test_the_parent_commits_no_staged_link_or_special_file(tmp_path, plant):
     regular files and folders (a link to the database would reach the zip)."""
     import os
 
-    from lego_core import output
+    from lego_core.runtime import output
 
     secret = tmp_path / "db.sqlite3"
     secret.write_text("every user's password hash")
@@ -343,7 +344,7 @@ print(json.dumps(seen), flush=True)
 
 def _gpu_machine(monkeypatch, tmp_path):
     """for_run as on a machine with a GPU: a lock folder, and a probe that makes its lock files."""
-    from lego_core import gpu_lock, gpu_probe
+    from lego_core.runtime import gpu_lock, gpu_probe
 
     locks = tmp_path / "gpu-locks"
     monkeypatch.setenv(gpu_lock.LOCK_DIR_ENV, str(locks))

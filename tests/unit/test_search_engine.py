@@ -19,14 +19,15 @@ import torch
 
 from lego_core.agents.base import Proposal
 from lego_core.agents.template.agent import TemplateAgent
-from lego_core.capture import capture_graph, op_name
+from lego_core.load.capture import capture_graph, op_name
 from lego_core.config import OptimizeConfig
 from lego_core.events import Event
-from lego_core.fusion.legality import creates_cycle, fusion_verdict, library_only_ops, related
-from lego_core.problem import ProblemSpec, load_problem
-from lego_core.search import Search, best_plan
+from lego_core.tree.fusion.legality import creates_cycle, fusion_verdict, library_only_ops, related
+from lego_core.load.problem import ProblemSpec, load_problem
+from lego_core.search.engine import Search
+from lego_core.search.plan import best_plan
 from lego_core.search.plan import item_dependencies, schedule
-from lego_core.tree import Candidate, build_tree
+from lego_core.tree.fusion_tree import Candidate, build_tree
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*LeafSpec.*:FutureWarning")
 

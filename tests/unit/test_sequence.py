@@ -22,13 +22,13 @@ import torch
 from lego_core.agents.payload import sub_from_payload, sub_to_payload
 from lego_core.agents.template.agent import TemplateAgent
 from lego_core.agents.template.codegen import generate
-from lego_core.capture import capture_graph
-from lego_core.fusion.sequence import find_sequence_groups
-from lego_core.problem import ProblemSpec, load_problem
-from lego_core.search import leaf_input_sets, load_module
-from lego_core.tree import build_tree
-from lego_core.verify import calls_back_into_reference, verify
-from lego_core.static_check import unsafe_host_code
+from lego_core.load.capture import capture_graph
+from lego_core.tree.fusion.sequence import find_sequence_groups
+from lego_core.load.problem import ProblemSpec, load_problem
+from lego_core.judge.inputs import leaf_input_sets, load_module
+from lego_core.tree.fusion_tree import build_tree
+from lego_core.judge.verify import calls_back_into_reference, verify
+from lego_core.judge.static_check import unsafe_host_code
 from conftest import SHARED_MODELS  # ../shared/models, or $LEGO_MODELS_DIR where they were carried
 
 MODELS = SHARED_MODELS
@@ -53,7 +53,7 @@ def _leaves(tree, kind: str):
 def _verify(tmp_path, problem, graph, leaf, block_t: int | None = None):
     source = generate(leaf.sub)
     assert calls_back_into_reference(source, leaf.sub.ops) is None
-    assert unsafe_host_code(source) is None  # the kernel cache stores it (lego_core.host_allowlist)
+    assert unsafe_host_code(source) is None  # the kernel cache stores it (lego_core.judge.host_allowlist)
     path = tmp_path / f"k_{leaf.id}_{abs(hash(source)) % 10**8}.py"
     path.write_text(source)
     module = load_module(path, f"lego_test_seq_{path.stem}")

@@ -1,4 +1,4 @@
-"""lego_core.staged: the parent commits only what LEGO writes (attacker review of 2026-12-01).
+"""lego_core.runtime.staged: the parent commits only what LEGO writes (attacker review of 2026-12-01).
 
 The staging folder is written by the child, which runs the upload's code.
 Each case starts from the folder an honest run stages and plants one thing
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from lego_core import staged
-from lego_core.spec import ProblemError, ProblemSpec
+from lego_core.runtime import staged
+from lego_core.load.spec import ProblemError, ProblemSpec
 
 pytestmark = pytest.mark.sandbox
 
@@ -141,7 +141,7 @@ def test_every_file_is_checked_for_links_too(stage):
     _refused(stage, "hard link")
 
 
-# --- reference_modules/: the model's own modules (lego_core.local_modules) ---------------
+# --- reference_modules/: the model's own modules (lego_core.load.local_modules) ---------------
 
 
 def _with_modules(folder: Path) -> Path:
@@ -182,7 +182,7 @@ def test_reference_modules_must_be_a_folder(stage):
 
 
 def test_reference_modules_are_bounded_in_depth_count_and_size(stage, monkeypatch):
-    from lego_core import local_modules
+    from lego_core.load import local_modules
 
     modules = _with_modules(stage[0])
     deep = modules.joinpath(*["d"] * (local_modules.MAX_DEPTH + 1))

@@ -1,5 +1,5 @@
 """State a forward writes where torch.export would lose it or bake it in is
-refused by name, with what to change (``lego_core.state_checks``); the same
+refused by name, with what to change (``lego_core.load.state_checks``); the same
 layouts read but not written are optimized as usual.
 
 Before these checks each case ended either in a silently wrong plan (state
@@ -13,9 +13,9 @@ import pytest
 import torch
 
 from faithful_support import MODEL_HEAD, fresh_pair, load_optimized, optimize_api, write_model
-from lego_core.capture import capture_graph
-from lego_core.problem import ProblemSpec, load_problem
-from lego_core.spec import ProblemError
+from lego_core.load.capture import capture_graph
+from lego_core.load.problem import ProblemSpec, load_problem
+from lego_core.load.spec import ProblemError
 
 HEAD = MODEL_HEAD
 
@@ -431,7 +431,7 @@ def test_a_config_field_forward_writes_without_changing_outputs_is_not_guarded(t
     problem = load_problem(ProblemSpec(str(write_model(tmp_path, "logging", LOGGING_COUNTER)), {}))
     capture_graph(problem)
     assert problem.written_fields == ["config.calls"]
-    from lego_core.compose import baked_fields
+    from lego_core.compose.folder import baked_fields
 
     fields = baked_fields(problem.model, problem.written_fields)
     assert ("", "config", "scale", 2.0) in fields and not any(f == "calls" for _p, _a, f, _v in fields)

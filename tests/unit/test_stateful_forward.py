@@ -1,5 +1,5 @@
 """A forward that writes module state is optimized with the state update
-carried by ModelNew exactly as eager does it (``lego_core.state``).
+carried by ModelNew exactly as eager does it (``lego_core.load.state``).
 
 Three stateful forwards: an RNN cell whose hidden state is a plain tensor
 attribute reassigned on every call (``self.hidden = ...``), the same cell
@@ -15,9 +15,9 @@ import pytest
 import torch
 
 from faithful_support import MODEL_HEAD, fresh_pair, load_optimized, optimize_api, write_model
-from lego_core.capture import capture_graph
-from lego_core.problem import ProblemSpec, load_problem
-from lego_core.spec import ProblemError
+from lego_core.load.capture import capture_graph
+from lego_core.load.problem import ProblemSpec, load_problem
+from lego_core.load.spec import ProblemError
 
 pytestmark = pytest.mark.slow
 
@@ -277,7 +277,7 @@ def test_the_end_to_end_judge_checks_the_state_written_back(tmp_path):
     """The judge compares the state after the call with eager's, not only the
     outputs: a ModelNew that computes the right outputs and forgets to write
     its running statistics back fails it."""
-    from lego_core import e2e
+    from lego_core.judge.end_to_end import e2e
 
     path = write_model(tmp_path, "running_stats", RUNNING_STATS)
     out = tmp_path / "out"
@@ -321,7 +321,7 @@ def test_preserved_undoes_every_kind_of_state_write():
     """``state.preserved``: in-place buffer writes are copied back into the same
     tensor, a reassigned buffer or attribute gets its old tensor back (and its
     old values, when written in place); ``targets`` limits it, [] does nothing."""
-    from lego_core.state import preserved
+    from lego_core.load.state import preserved
 
     class Stateful(torch.nn.Module):
         def __init__(self):

@@ -1,4 +1,4 @@
-"""The static check's allowlist and evasion rules (``lego_core.static_check``).
+"""The static check's allowlist and evasion rules (``lego_core.judge.static_check``).
 
 Each snippet is host code added to an honest kernel file: the check must name
 what it found; the honest file, and one that uses the allowed helpers
@@ -6,7 +6,7 @@ what it found; the honest file, and one that uses the allowed helpers
 """
 import pytest
 
-from lego_core.static_check import ALLOWED_IMPORTS, calls_back_into_reference, unsafe_host_code
+from lego_core.judge.static_check import ALLOWED_IMPORTS, calls_back_into_reference, unsafe_host_code
 
 HONEST = '''import torch
 import triton
@@ -109,7 +109,7 @@ def test_a_string_annotation_in_a_jit_body_or_a_variable_is_refused():
     assert "string annotation" in calls_back_into_reference(HONEST + "\n" + snippet, OPS)
 
 
-# --- the kernel cache's allow-list (lego_core.host_allowlist)
+# --- the kernel cache's allow-list (lego_core.judge.host_allowlist)
 
 @pytest.mark.sandbox
 @pytest.mark.parametrize("snippet, expected", [

@@ -31,12 +31,12 @@ import torch
 from lego_core.agents.template.agent import TemplateAgent
 from lego_core.agents.template.codegen import generate
 from lego_core.agents.template.expressions import Unsupported
-from lego_core.capture import Graph, capture_graph
-from lego_core.problem import Problem, ProblemSpec, load_problem
-from lego_core.search import leaf_input_sets, load_module
-from lego_core.tree import FusionTree, OrNode, build_tree
-from lego_core.verify import VerifyReport, calls_back_into_reference, verify
-from lego_core.static_check import unsafe_host_code
+from lego_core.load.capture import Graph, capture_graph
+from lego_core.load.problem import Problem, ProblemSpec, load_problem
+from lego_core.judge.inputs import leaf_input_sets, load_module
+from lego_core.tree.fusion_tree import FusionTree, OrNode, build_tree
+from lego_core.judge.verify import VerifyReport, calls_back_into_reference, verify
+from lego_core.judge.static_check import unsafe_host_code
 
 SEEDS = (101, 202, 303)
 _unique = itertools.count()
@@ -144,7 +144,7 @@ def check_kernel_file(source: str, leaf: OrNode) -> None:
     for op in sub.ops:
         assert op in doc, f"the header does not list {op}"
     assert calls_back_into_reference(source, sub.ops) is None
-    assert unsafe_host_code(source) is None  # the kernel cache stores it (lego_core.host_allowlist)
+    assert unsafe_host_code(source) is None  # the kernel cache stores it (lego_core.judge.host_allowlist)
 
     accesses = [
         node
@@ -537,7 +537,7 @@ def test_offsets_past_int32_use_64_bit_program_indices():
     """A long sequence's score matrix (1 x 9 x 16384 x 16384 = 2.4e9 elements)
     overflows int32 offsets: the H200 reported an illegal memory access."""
     from lego_core.agents.template.codegen import needs_int64_offsets
-    from lego_core.capture import ValueInfo
+    from lego_core.load.capture import ValueInfo
 
     big = ValueInfo((1, 9, 16384, 16384), torch.bfloat16, (9 * 16384 * 16384, 16384 * 16384, 16384, 1))
     assert needs_int64_offsets(big.shape, [big])

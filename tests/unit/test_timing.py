@@ -1,12 +1,12 @@
-"""lego_core.timing: the measuring loop on a fake clock, CPU timing, GPU timing."""
+"""lego_core.runtime.timing: the measuring loop on a fake clock, CPU timing, GPU timing."""
 import collections
 
 import numpy as np
 import pytest
 import torch
 
-from lego_core import timing
-from lego_core.timing import TimingResult, gpu_available, measure, quantile, summarize, time_cpu, time_gpu
+from lego_core.runtime import timing
+from lego_core.runtime.timing import TimingResult, gpu_available, measure, quantile, summarize, time_cpu, time_gpu
 
 
 class FakeClock:

@@ -1,4 +1,4 @@
-"""lego_core.fusion (groups + policy) and lego_core.tree: top-down FusionTree construction.
+"""lego_core.tree.fusion (groups + policy) and lego_core.tree.fusion_tree: top-down FusionTree construction.
 
 Structural invariants are checked on every reference model at its tiny
 sizes; the grouping rules on small hand-written modules written to tmp_path.
@@ -9,11 +9,11 @@ import textwrap
 
 import pytest
 
-from lego_core.capture import capture_graph, module_path, op_name, value_info
-from lego_core.fusion import policy
-from lego_core.fusion.groups import FusionGroup, Role, partition
-from lego_core.problem import ProblemSpec, load_problem
-from lego_core.tree import AndNode, FusionTree, OrNode, build_tree
+from lego_core.load.capture import capture_graph, module_path, op_name, value_info
+from lego_core.tree.fusion import policy
+from lego_core.tree.fusion.groups import FusionGroup, Role, partition
+from lego_core.load.problem import ProblemSpec, load_problem
+from lego_core.tree.fusion_tree import AndNode, FusionTree, OrNode, build_tree
 from conftest import SHARED_MODELS  # ../shared/models, or $LEGO_MODELS_DIR where they were carried
 
 # torch.export's own deprecation noise and the LSTM's flat-weights notice
@@ -680,8 +680,8 @@ def test_pieces_cut_at_the_roots_seams_are_named_by_their_own_module():
     """A region at the model's root (module path "") cut at heavy-op seams:
     each piece takes its own ops' common module path (the page showed "—"
     for every one of them), never a path its ops are not all under."""
-    from lego_core.capture import module_path
-    from lego_core.subproblem import _common_prefix
+    from lego_core.load.capture import module_path
+    from lego_core.tree.subproblem import _common_prefix
 
     _, tree = reference("gpt_stack.py")
     regions = [n for n in tree.walk() if isinstance(n, OrNode) and n is not tree.root]

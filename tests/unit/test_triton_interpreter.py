@@ -1,4 +1,4 @@
-"""``lego_core.triton_interpreter.skip_nested_repatching``: under Triton's
+"""``lego_core.runtime.triton_interpreter.skip_nested_repatching``: under Triton's
 interpreter a kernel whose programs call ``@triton.jit`` functions
 (``tl.max``, ``tl.sum``, ``tl.sigmoid``, ``tl.cdiv``, a helper of its own, a
 helper calling a helper) computes bit for bit what it computes without the
@@ -22,7 +22,7 @@ import json, sys, time
 import torch, triton, triton.language as tl
 installed = None
 if sys.argv[1] == "on":
-    from lego_core.triton_interpreter import skip_nested_repatching
+    from lego_core.runtime.triton_interpreter import skip_nested_repatching
     installed = skip_nested_repatching()
 
 
@@ -109,14 +109,14 @@ def test_nested_device_calls_compute_the_same_restore_the_language_and_run_faste
 
 def test_it_is_not_installed_without_the_interpreter():
     env = {**os.environ, "TRITON_INTERPRET": "0", "PYTHONPATH": str(REPO)}
-    code = "from lego_core.triton_interpreter import skip_nested_repatching; print(skip_nested_repatching())"
+    code = "from lego_core.runtime.triton_interpreter import skip_nested_repatching; print(skip_nested_repatching())"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 0 and done.stdout.strip() == "False", done.stderr[-2000:]
 
 
 @pytest.mark.parametrize("value, on", [("1", True), ("true", True), ("0", False)])
 def test_the_interpreter_switch_is_read_as_triton_reads_it(value, on, monkeypatch):
-    from lego_core import triton_interpreter
+    from lego_core.runtime import triton_interpreter
 
     monkeypatch.setenv("TRITON_INTERPRET", value)
     assert triton_interpreter._interpreting() is on

@@ -25,12 +25,13 @@ import test_gemm_epilogue as gemm_tests  # noqa: E402
 from lego_core.agents.template.attention_codegen import generate as attention_source  # noqa: E402
 from lego_core.agents.template.codegen import generate  # noqa: E402
 from lego_core.agents.template.agent import TemplateAgent  # noqa: E402
-from lego_core.capture import capture_graph  # noqa: E402
-from lego_core.fusion.attention import find_attention  # noqa: E402
-from lego_core.fusion.gemm import grow_epilogue  # noqa: E402
-from lego_core.search import load_module, tuning  # noqa: E402
-from lego_core.subproblem import make_subproblem  # noqa: E402
-from lego_core.verify import verify  # noqa: E402
+from lego_core.load.capture import capture_graph  # noqa: E402
+from lego_core.tree.fusion.attention import find_attention  # noqa: E402
+from lego_core.tree.fusion.gemm import grow_epilogue  # noqa: E402
+from lego_core.judge.inputs import load_module  # noqa: E402
+from lego_core.search import tuning  # noqa: E402
+from lego_core.tree.subproblem import make_subproblem  # noqa: E402
+from lego_core.judge.verify import verify  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*LeafSpec.*:FutureWarning")
 
@@ -180,8 +181,8 @@ def test_attention_tuning_keeps_a_verified_kernel(tmp_path):
 def _gemm_search(tmp_path):
     """A Search over the GEMM problem of ``_gemm`` (CPU, fp32) and an OR node holding its GEMM + epilogue group."""
     from lego_core.config import OptimizeConfig
-    from lego_core.search import Search
-    from lego_core.tree import OrNode, build_tree
+    from lego_core.search.engine import Search
+    from lego_core.tree.fusion_tree import OrNode, build_tree
 
     sub, _, _ = _gemm(tmp_path)
     source = gemm_tests.problem_source("return x + F.gelu(self.fc(x))", "torch.randn(40, 40)", gemm_tests.linear(40, 40))
@@ -197,7 +198,7 @@ def _gemm_search(tmp_path):
 
 
 def _candidate(node):
-    from lego_core.tree import Candidate
+    from lego_core.tree.fusion_tree import Candidate
 
     proposal = TemplateAgent().propose(node.sub, [])
     return Candidate(f"{node.id}-t{id(proposal)}", node.id, "template", "triton", proposal.source, proposal.kernel_name)
@@ -259,7 +260,7 @@ def test_row_reduction_offers_warps_per_row_and_every_choice_verifies(tmp_path):
     element per thread), its template default first; tuning bakes the
     fastest, and the file verifies under each configuration (the warps change
     only how a row is reduced, never what)."""
-    from lego_core.tree import build_tree
+    from lego_core.tree.fusion_tree import build_tree
 
     source = gemm_tests.problem_source("return torch.softmax(x * 2.0 + 1.0, dim=-1).sum(dim=-1)", "torch.randn(6, 200)", "pass")
     problem, graph = gemm_tests.capture(tmp_path, source)

@@ -1,4 +1,4 @@
-"""lego_core.verify: tolerances, compare, poisoning, verify() and the static check."""
+"""lego_core.judge.verify: tolerances, compare, poisoning, verify() and the static check."""
 import importlib.util
 import math
 import os
@@ -10,7 +10,7 @@ os.environ.setdefault("TRITON_INTERPRET", "1")  # before triton is imported anyw
 import pytest
 import torch
 
-from lego_core.verify import (
+from lego_core.judge.verify import (
     EXACT,
     Tolerance,
     calls_back_into_reference,

@@ -8,9 +8,9 @@ def propose_through_the_pool(model_path: str, overrides: dict, emit) -> list:
     template agent attempts through CeleryAgentPool, and return, per leaf,
     ``(local proposal, remote proposal or the error's type and message)``."""
     from lego_core.agents.template.agent import TemplateAgent
-    from lego_core.capture import capture_graph
-    from lego_core.problem import ProblemSpec, load_problem
-    from lego_core.tree import build_tree
+    from lego_core.load.capture import capture_graph
+    from lego_core.load.problem import ProblemSpec, load_problem
+    from lego_core.tree.fusion_tree import build_tree
     from webapp.runs.fanout import CeleryAgentPool
 
     agent = TemplateAgent()

@@ -144,7 +144,7 @@ for line in open('/proc/self/mountinfo'):
     Hostile("endless_recursion", "def f():\n    return f()\n\n\nf()\n", ("RecursionError",)),
     # --- files that are not a model ----------------------------------------------------
     Hostile("not_python_at_all", "\x7fELF\x02\x01\x01 ) binary junk (\n", ("syntax error",)),
-    # not UTF-8 text: the form says so (lego_core.spec.decode_source), no run is made
+    # not UTF-8 text: the form says so (lego_core.load.spec.decode_source), no run is made
     Hostile("null_bytes", "x = 1\n\x00\x00\n", ("null_bytes.py:2: the file is not UTF-8 text: it holds null bytes",), state="rejected"),
     Hostile("empty_file", "", ("The submitted file is empty.",), state="rejected"),  # by the form: no run
     Hostile("get_inputs_returns_junk", TAIL + "\n\ndef get_inputs():\n    return [object()]\n", ("TypeError while running Model.forward on get_inputs(): relu(): argument 'input' (position 1) must be Tensor, not object.",)),

@@ -572,7 +572,7 @@ def test_no_server_paths_in_events_reports_or_pages(user_client, make_run, sampl
     run.refresh_from_db()
     out, upload = run.output_path, Path(run.upload.path)
     recorder = execution.EventRecorder(run)
-    recorder(RunFailed(error_type="ProblemError", message=f'File "{upload}", line 3: in {settings.BASE_DIR}/lego_core/problem.py',
+    recorder(RunFailed(error_type="ProblemError", message=f'File "{upload}", line 3: in {settings.BASE_DIR}/lego_core/load/problem.py',
                        path=str(upload), line=3))
     recorder(RunFinished(out_dir=str(out), summary={"kernel": f"{out}/kernels/sp1.py"}))
     report = {**sample_report, "output": str(out), "kernels": [f"{out}/kernels/sp1.py"]}
@@ -593,7 +593,7 @@ def test_no_server_paths_in_events_reports_or_pages(user_client, make_run, sampl
         for mark in server_path_marks(settings):
             assert mark not in text, f"{mark} in {where}"
     events = [e.data for e in run.events.order_by("seq")]
-    assert events[0]["path"] == "model.py" and 'File "model.py", line 3: in lego_core/problem.py' in events[0]["message"]
+    assert events[0]["path"] == "model.py" and 'File "model.py", line 3: in lego_core/load/problem.py' in events[0]["message"]
     assert events[1]["out_dir"] == "." and events[1]["summary"]["kernel"] == "kernels/sp1.py"
     assert run.report["output"] == "." and run.report["kernels"] == ["kernels/sp1.py"]
 

@@ -32,7 +32,7 @@ from django.urls import reverse
 from django.utils.html import escape
 
 from hostile_uploads import CORPUS, SECRET_WORDS, Hostile
-from lego_core import jail
+from lego_core.runtime import jail
 from test_web_faults_worker import children
 from webapp.runs.models import Run
 

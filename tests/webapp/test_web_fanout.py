@@ -15,10 +15,10 @@ import time
 import pytest
 
 from lego_core.agents.template.agent import TemplateAgent
-from lego_core.capture import capture_graph
-from lego_core.problem import ProblemSpec, load_problem
-from lego_core.sandbox import run_in_child
-from lego_core.tree import build_tree
+from lego_core.load.capture import capture_graph
+from lego_core.load.problem import ProblemSpec, load_problem
+from lego_core.runtime.sandbox import run_in_child
+from lego_core.tree.fusion_tree import build_tree
 from webapp.runs.fanout import AgentRelay, AgentWorkerMissing, CeleryAgentPool
 
 import fanout_targets

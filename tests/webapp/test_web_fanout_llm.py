@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from lego_core.capture import capture_graph
-from lego_core.problem import ProblemSpec, load_problem
-from lego_core.tree import build_tree
+from lego_core.load.capture import capture_graph
+from lego_core.load.problem import ProblemSpec, load_problem
+from lego_core.tree.fusion_tree import build_tree
 from webapp.runs.fanout import AgentRelay, CeleryAgentPool
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))

@@ -88,10 +88,10 @@ def test_a_killed_a_frozen_and_a_cancelled_run_end_in_time_and_the_worker_goes_o
         return pid
 
     # 0. the upload kills its parent, the pool process: jailed (bubblewrap,
-    #    lego_core.jail) it cannot reach any process of the worker's, so the
+    #    lego_core.runtime.jail) it cannot reach any process of the worker's, so the
     #    run fails on the file's own fault; unjailed it kills the pool
     #    process, and the run fails saying so; either way the worker goes on
-    from lego_core import jail
+    from lego_core.runtime import jail
 
     suicidal = upload(client, "parent_killer.py", PARENT_KILLER)
     wait_for(lambda: state(suicidal) not in ("queued", "running"), 60, "the parent-killing run to end", log)

@@ -120,9 +120,9 @@ def test_an_llm_agent_is_refused_while_the_server_has_no_endpoint(monkeypatch):
 
 @pytest.fixture
 def probe(monkeypatch):
-    """``probe(answer)``: what lego_core.gpu_probe.cuda_available answers
+    """``probe(answer)``: what lego_core.runtime.gpu_probe.cuda_available answers
     (this machine's CUDA); the calls it got are counted in ``probe.calls``."""
-    from lego_core import gpu_probe
+    from lego_core.runtime import gpu_probe
 
     calls = []
 

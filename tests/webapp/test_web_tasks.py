@@ -213,9 +213,9 @@ def test_a_restarted_agents_worker_leaves_the_runs_alone(settings):
 def test_the_propose_task_rebuilds_the_sub_problem_and_asks_the_agent(shared_models, tiny_overrides):
     from lego_core.agents.payload import sub_to_payload
     from lego_core.agents.template.agent import TemplateAgent
-    from lego_core.capture import capture_graph
-    from lego_core.problem import ProblemSpec, load_problem
-    from lego_core.tree import build_tree
+    from lego_core.load.capture import capture_graph
+    from lego_core.load.problem import ProblemSpec, load_problem
+    from lego_core.tree.fusion_tree import build_tree
 
     spec = ProblemSpec(str(shared_models / "scores_chain.py"), tiny_overrides("scores_chain.py"))
     agent = TemplateAgent()

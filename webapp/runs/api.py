@@ -29,7 +29,7 @@ from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.response import Response
 from rest_framework.views import APIView, exception_handler
 
-from lego_core.overrides import MAX_DEPTH, file_constants
+from lego_core.load.overrides import MAX_DEPTH, file_constants
 from webapp.runs import downloads, lifecycle, presenters, queue
 from webapp.runs.forms import RunForm, source_text
 from webapp.runs.models import Run
@@ -254,7 +254,7 @@ def array_text(name: str, items: list, like: Any, depth: int = 0) -> str:
 
 def upload_constants(upload) -> dict:
     """The constants of an uploaded model file, from its syntax tree
-    (``lego_core.overrides.file_constants``); none for a file that is too
+    (``lego_core.load.overrides.file_constants``); none for a file that is too
     large, not UTF-8 text or does not parse (the form says why)."""
     if upload is None or upload.size > settings.LEGO_MAX_UPLOAD_BYTES:
         return {}

@@ -6,7 +6,7 @@ The web process cannot see the workers' machines, so it goes by
 (the default): the workers run on this machine (``make run``, the Docker
 image), so this machine is asked, the way a run decides it
 (``torch.cuda.is_available()``), in a fresh interpreter
-(``lego_core.gpu_probe.cuda_available``, once per process: the web process
+(``lego_core.runtime.gpu_probe.cuda_available``, once per process: the web process
 never imports torch).  A probe that fails refuses nothing; the run then
 says what it finds.
 """
@@ -21,7 +21,7 @@ def worker_cuda() -> tuple[bool | None, str]:
     configured = getattr(settings, "LEGO_WORKER_CUDA", None)
     if configured is not None:
         return bool(configured), f"LEGO_WORKER_CUDA={int(bool(configured))} says so"
-    from lego_core import gpu_probe
+    from lego_core.runtime import gpu_probe
 
     return gpu_probe.cuda_available(), "torch.cuda.is_available() is False on this machine, where the run workers run"
 

@@ -28,7 +28,7 @@ from django.utils import timezone
 from lego_core import ChildCrashed, OptimizeConfig, ProblemError, ProblemSpec, optimize
 from lego_core.config import SandboxLimits
 from lego_core.events import Event, RunFailed
-from lego_core.spec import overrides_from_json
+from lego_core.load.spec import overrides_from_json
 from webapp.runs import heartbeat, lifecycle, live, server_paths, text_bounds
 from webapp.runs.fanout import AgentRelay, AgentWorkerMissing
 from webapp.runs.models import Run, RunEvent
@@ -160,7 +160,7 @@ def run_config(owner_id: int | None = None, agent: str = "template") -> Optimize
 
 def private_upload_folder(run: Run) -> bool:
     """Whether the upload's folder, which the run's jail shows read-only as
-    the model file's folder (``lego_core.local_modules``), is this run's own
+    the model file's folder (``lego_core.load.local_modules``), is this run's own
     ``MEDIA_ROOT/runs/<id>/upload/`` (no link on the way) and holds nothing
     but the upload: no other user's file can become visible to the run."""
     upload = Path(run.upload.path)

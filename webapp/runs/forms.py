@@ -10,14 +10,14 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.utils.text import get_valid_filename
 
 from lego_core import ProblemError, parse_overrides
-from lego_core.override_checks import check_overrides_in_source
-from lego_core.overrides import file_constants
-from lego_core.spec import decode_source, format_override, overrides_to_json
+from lego_core.load.override_checks import check_overrides_in_source
+from lego_core.load.overrides import file_constants
+from lego_core.load.spec import decode_source, format_override, overrides_to_json
 from webapp.runs.models import Run
 
 
 def source_text(upload) -> str:
-    """The uploaded file's text (``lego_core.spec.decode_source``: UTF-8 with
+    """The uploaded file's text (``lego_core.load.spec.decode_source``: UTF-8 with
     no null byte); a ValidationError that says what is wrong, on which line
     and how to convert the file, for anything else.  The file is left at
     its start."""
@@ -200,7 +200,7 @@ def keep_upload(request, upload) -> tuple[str, str]:
 
 def constants_of(source: str, strict: bool = False) -> list[dict]:
     """``[{"name", "value", "text"}]``: the file's module-level constants,
-    read from its syntax tree (``lego_core.overrides.file_constants``),
+    read from its syntax tree (``lego_core.load.overrides.file_constants``),
     never run; ``text`` is the value as an override is typed
     (``true``, ``[400, 800]``, ``(3, 3)``: JSON would make a tuple a list).
     A file that does not parse has none (``strict``: SyntaxError)."""

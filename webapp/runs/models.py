@@ -15,7 +15,7 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from lego_core import spec as lego_spec
+from lego_core.load import spec as lego_spec
 
 
 def upload_path(run: "Run", filename: str) -> str:

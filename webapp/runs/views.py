@@ -17,7 +17,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.datastructures import MultiValueDict
 from django.views.decorators.http import require_GET, require_POST
 
-from lego_core.spec import syntax_error_text
+from lego_core.load.spec import syntax_error_text
 from webapp.runs import downloads, forms, lifecycle, presenters, queue
 from webapp.runs.forms import RunForm
 from webapp.runs.models import Run

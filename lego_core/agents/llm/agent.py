@@ -25,7 +25,7 @@ from lego_core.agents.base import Proposal, split_time_to_beat
 from lego_core.agents.llm import client, prompt
 from lego_core.agents.llm.extract import extract_code
 from lego_core.agents.llm.settings import LLMSettings
-from lego_core.subproblem import SubProblem
+from lego_core.tree.subproblem import SubProblem
 
 CHUNK_CHARS = 64  # stream pieces are passed on in batches of about this many characters
 CHUNK_S = 0.2  # or after this many seconds

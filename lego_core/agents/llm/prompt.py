@@ -21,7 +21,7 @@ from pathlib import Path
 
 import jinja2
 
-from lego_core.subproblem import SubProblem
+from lego_core.tree.subproblem import SubProblem
 
 
 @functools.lru_cache(maxsize=1)
@@ -76,9 +76,9 @@ def repair_prompt(attempt: int, reason: str, previous: str | None, best_ms: floa
 
 
 def main(argv: list[str]) -> int:
-    from lego_core.capture import capture_graph
-    from lego_core.problem import ProblemSpec, load_problem, parse_overrides
-    from lego_core.tree import build_tree
+    from lego_core.load.capture import capture_graph
+    from lego_core.load.problem import ProblemSpec, load_problem, parse_overrides
+    from lego_core.tree.fusion_tree import build_tree
 
     if not argv:
         print(__doc__.strip().splitlines()[-1])

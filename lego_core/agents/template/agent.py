@@ -14,7 +14,7 @@ from __future__ import annotations
 from lego_core.agents.base import Proposal, split_time_to_beat
 from lego_core.agents.template.codegen import generate, kernel_name, launch_config
 from lego_core.agents.template.expressions import Unsupported
-from lego_core.subproblem import SubProblem
+from lego_core.tree.subproblem import SubProblem
 
 TEMPLATE_KINDS = ("pointwise", "row_reduction", "gemm_epilogue", "conv_bn", "attention", "depthwise_conv1d", "scan")
 TEMPLATE_TITLES = {"pointwise": "pointwise", "row_reduction": "row reduction", "gemm_epilogue": "GEMM + epilogue", "conv_bn": "conv + BatchNorm fold", "attention": "flash attention"}

@@ -1,6 +1,6 @@
 """Generate a flash-attention Triton kernel file for an ``attention`` group.
 
-The group (``lego_core.fusion.attention``) carries an ``AttentionSpec``:
+The group (``lego_core.tree.fusion.attention``) carries an ``AttentionSpec``:
 sizes, how q / k / v / the output are addressed in their boundary tensors
 (``OperandMap``: the launcher turns the tensors' runtime strides into the
 kernel's per-(batch, head, row, column) strides), scale, mask, causality
@@ -41,7 +41,7 @@ import torch
 
 from lego_core.agents.template.codegen import _TEMPLATES, kernel_name, triton_next_pow2
 from lego_core.agents.template.expressions import Unsupported
-from lego_core.subproblem import SubProblem
+from lego_core.tree.subproblem import SubProblem
 from lego_core.agents.template.rounding import complete_file
 
 MAX_HEAD_DIM = 256

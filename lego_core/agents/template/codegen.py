@@ -38,10 +38,10 @@ from pathlib import Path
 import jinja2
 import torch.fx as fx
 
-from lego_core.capture import ValueInfo, dense_order, op_name
-from lego_core.fusion import policy
-from lego_core.fusion.groups import Role, broadcasts_to
-from lego_core.subproblem import SubProblem
+from lego_core.load.capture import ValueInfo, dense_order, op_name
+from lego_core.tree.fusion import policy
+from lego_core.tree.fusion.groups import Role, broadcasts_to
+from lego_core.tree.subproblem import SubProblem
 from lego_core.agents.template.rounding import round_store, with_helper
 from lego_core.agents.template.expressions import (
     POINTWISE,

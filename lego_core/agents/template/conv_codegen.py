@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from lego_core.agents.template.codegen import _TEMPLATES, _generate as generate_pointwise, kernel_name  # the tail without the rounding helper: the file gets one
 from lego_core.agents.template.expressions import Unsupported, literal
-from lego_core.capture import op_name
-from lego_core.fusion.conv_bn import conv_bn_group
-from lego_core.fusion.groups import partition
-from lego_core.subproblem import SubProblem, make_subproblem
+from lego_core.load.capture import op_name
+from lego_core.tree.fusion.conv_bn import conv_bn_group
+from lego_core.tree.fusion.groups import partition
+from lego_core.tree.subproblem import SubProblem, make_subproblem
 from lego_core.agents.template.rounding import complete_file
 
 

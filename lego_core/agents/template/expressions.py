@@ -17,7 +17,7 @@ from typing import Callable
 
 import torch.fx as fx
 
-from lego_core.capture import op_name
+from lego_core.load.capture import op_name
 
 
 class Unsupported(Exception):

@@ -11,7 +11,7 @@ k mask.  The accumulator is fp32; fp32 inputs use
 ``tl.dot(..., input_precision="ieee")`` (TF32 would miss fp32 tolerances on a
 GPU), bf16 / fp16 inputs the default tensor-core path.
 
-The epilogue (``lego_core.fusion.gemm`` says what may be in it) runs on the
+The epilogue (``lego_core.tree.fusion.gemm`` says what may be in it) runs on the
 accumulator tile in fp32 with the pointwise template's expressions
 (``expressions.POINTWISE``): the addmm bias, then each op.  A view of the
 result is the identity on the tile (a row-major reshape keeps element (m, n)
@@ -40,9 +40,9 @@ import torch.fx as fx
 from lego_core.agents.template.codegen import _TEMPLATES, _args, _is_contiguous, kernel_name, triton_next_pow2
 from lego_core.agents.template.expressions import POINTWISE, Unsupported
 from lego_core.agents.template.rounding import round_store
-from lego_core.capture import ValueInfo, op_name, value_info
-from lego_core.fusion.gemm import VIEW_OPS, gemm_epilogue_group, gemm_operands, value_forms
-from lego_core.subproblem import SubProblem
+from lego_core.load.capture import ValueInfo, op_name, value_info
+from lego_core.tree.fusion.gemm import VIEW_OPS, gemm_epilogue_group, gemm_operands, value_forms
+from lego_core.tree.subproblem import SubProblem
 from lego_core.agents.template.rounding import complete_file
 
 GROUP_M = 8

@@ -35,9 +35,9 @@ import types
 from lego_core.agents.template.codegen import _TEMPLATES, _emit_nodes, _load, kernel_name, triton_next_pow2
 from lego_core.agents.template.expressions import Unsupported
 from lego_core.agents.template.rounding import round_store
-from lego_core.capture import op_name
-from lego_core.fusion.sequence import depthwise_conv1d_spec, scan_spec
-from lego_core.subproblem import SubProblem
+from lego_core.load.capture import op_name
+from lego_core.tree.fusion.sequence import depthwise_conv1d_spec, scan_spec
+from lego_core.tree.subproblem import SubProblem
 from lego_core.agents.template.rounding import complete_file
 
 TILE_ELEMENTS = 2048  # elements per [BLOCK_T, BLOCK_R] tile

@@ -46,7 +46,7 @@ Environment variables:
   the form and the API refuse ``device=cuda`` up front where they have none
   (``runs/devices.py``): ``1`` yes, ``0`` no; unset (or ``auto``) means the
   workers run on this machine, as with ``make run`` and the Docker image,
-  and this machine is asked (``lego_core.gpu_probe.cuda_available``: a fresh
+  and this machine is asked (``lego_core.runtime.gpu_probe.cuda_available``: a fresh
   interpreter, once per web process, on the first ``cuda`` upload).  Set it
   where the web server and the GPU workers are different machines.
 - ``LEGO_MAX_RUNS_IN_FLIGHT``: runs one user may have queued or running at
