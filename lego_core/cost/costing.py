@@ -8,6 +8,9 @@ once (a fused GEMM's matmul FLOPs still at the tensor-core rate; an
 through ``costmodel.estimate_ms`` (a roofline for a named target GPU);
 ``measure_ms`` times a callable on the GPU, replayed as a CUDA graph as the
 shipped model runs it.
+
+FLOPs come from the op registry's one counter, ``lego_core.ops``
+(``ops.flops`` through ``costmodel.op_flops``, ``ops.flash_attention_flops``).
 """
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ from typing import Callable
 import torch
 import torch.fx as fx
 
+from lego_core import ops
 from lego_core.cost import costmodel
 from lego_core.tree.subproblem import SubProblem
 
@@ -83,15 +87,16 @@ def fused_estimate_ms(sub: SubProblem, dtype: torch.dtype, target: str) -> float
 
 
 def attention_flops(spec) -> tuple[int, int]:
-    """(GEMM FLOPs, other FLOPs) of one flash-attention kernel for an ``AttentionSpec``:
-    Q K^T and P V are ``2*B*H*M*N*(D + Dv)`` (``4*B*H*M*N*D`` when D = Dv), the online
-    softmax about 5 per score (scale, mask, max, exp, sum); a causal mask keeps
-    the fraction of scores on or below the diagonal (about half)."""
-    scores = spec.b * spec.h * spec.m * spec.n
+    """(GEMM FLOPs, other FLOPs) of one flash-attention kernel for an ``AttentionSpec``
+    (``ops.flash_attention_flops``): Q K^T and P V are ``2*B*H*M*N*(D + Dv)``
+    (``4*B*H*M*N*D`` when D = Dv), the online softmax about 5 per score
+    (scale, mask, max, exp, sum); a causal mask keeps the fraction of scores
+    on or below the diagonal (about half)."""
     kept = 1.0
     if spec.causal or spec.mask_kind != "none":  # a mask that may be causal: priced as the causal kernel
         kept = sum(min(spec.n, i + 1) for i in range(0, spec.m, max(1, spec.m // 64))) / (spec.n * len(range(0, spec.m, max(1, spec.m // 64))))
-    return round(2 * scores * (spec.d + spec.dv) * kept), round(5 * scores * kept)
+    counted = ops.flash_attention_flops(spec.b, spec.h, spec.m, spec.n, spec.d, spec.dv, kept)
+    return counted.tensor_core, counted.vector
 
 
 def measure_ms(fn: Callable[[list], object], input_sets: list[list], warmup_ms: float | None = None, rep: int | None = None) -> float:

@@ -35,6 +35,9 @@ modes: ``"tf32"`` (400e12; cuBLAS with TF32 on measured 349 TFLOP/s at
 4096^3) for callers that allow TF32, and ``"tf32x3"`` (three TF32 products,
 passes fp32 verification, a third of the TF32 rate as an upper bound).
 
+Op facts (layout ops, tensor-core ops, FLOPs per op) come from the op
+registry, ``lego_core.ops`` (``ops.flops`` is the one FLOP counter).
+
 Usage: ``python -m lego_core.cost.costmodel`` prints the estimate for a few
 example ops on each target.
 """
@@ -46,7 +49,9 @@ from typing import Any, Iterable, Sequence
 
 import torch
 
+from lego_core import ops
 from lego_core.dtypes import as_dtype  # noqa: F401 - part of this module's API
+from lego_core.ops import op_name  # noqa: F401 - part of this module's API
 
 MS_PER_S = 1e3
 
@@ -201,156 +206,44 @@ def estimate_ms(
 # Per-op counts
 # --------------------------------------------------------------------------
 
-# Ops that only reinterpret metadata (or are Python bookkeeping): no kernel.
-LAYOUT_OPS = frozenset({
-    "view", "reshape", "_unsafe_view", "permute", "expand", "unsqueeze", "squeeze", "alias",
-    "slice", "select", "split", "split_with_sizes", "unbind", "getitem", "t", "transpose",
-    "as_strided", "detach", "lift_fresh_copy", "view_as", "expand_as", "unflatten", "flatten",
-    "narrow", "chunk", "sym_size", "sym_stride", "sym_numel",
-})
-
-MATMUL_OPS = frozenset({"mm", "addmm", "bmm", "baddbmm", "matmul", "linear", "mv", "addmv", "dot"})
-CONV_OPS = frozenset({"convolution", "_convolution", "conv1d", "conv2d", "conv3d", "cudnn_convolution"})
-ATTENTION_OPS = frozenset({
-    "scaled_dot_product_attention", "_scaled_dot_product_flash_attention",
-    "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention",
-    "_scaled_dot_product_flash_attention_for_cpu",
-})
-REDUCTION_OPS = frozenset({
-    "sum", "mean", "amax", "amin", "max", "min", "prod", "argmax", "argmin", "any", "all",
-    "logsumexp", "norm", "linalg_vector_norm", "cumsum", "cumprod",
-})
-# FLOPs per input element of normalisations and softmax (reads counted as
-# ops: max, subtract, exp, sum, divide for softmax; mean, variance (2),
-# subtract, multiply by rsqrt, scale, shift for layer norm).
-FUSED_ROW_OPS = {
-    "_softmax": 5, "softmax": 5, "_log_softmax": 5, "log_softmax": 5,
-    "native_layer_norm": 8, "layer_norm": 8, "native_group_norm": 8, "group_norm": 8,
-    "rms_norm": 5, "_fused_rms_norm": 5, "native_batch_norm": 8, "_native_batch_norm_legit": 8,
-    "_native_batch_norm_legit_no_training": 4, "batch_norm": 4,
-    "var": 2, "var_mean": 3, "std": 2, "std_mean": 3,
-}
-# Memory-only ops: a kernel that moves bytes but does no arithmetic.
-MEMORY_OPS = frozenset({
-    "clone", "copy", "copy_", "_to_copy", "to", "contiguous", "cat", "stack", "constant_pad_nd",
-    "embedding", "index", "index_select", "gather", "scatter", "index_put", "slice_scatter",
-    "select_scatter", "repeat", "full", "zeros", "ones", "empty", "empty_strided", "fill",
-    "zeros_like", "ones_like", "full_like", "empty_like", "arange", "iota", "where", "masked_fill",
-})
-POOL_OPS = frozenset({"max_pool2d_with_indices", "max_pool2d", "avg_pool2d", "max_pool1d", "avg_pool1d",
-                      "max_pool3d_with_indices", "avg_pool3d", "max_pool3d"})
-
-
-def op_name(target: Any) -> str:
-    """``"aten.mm.default"`` (or ``torch.ops.aten.mm.default``, or the
-    OpOverload itself) -> ``"mm"``; ``operator.getitem`` -> ``"getitem"``;
-    keeps leading underscores."""
-    text = getattr(target, "__name__", None) if callable(target) and not hasattr(target, "_schema") else None
-    text = text or str(target)  # operator.getitem -> "getitem"
-    parts = [p for p in text.split(".") if p]
-    if parts[:2] == ["torch", "ops"]:
-        parts = parts[2:]
-    if parts and parts[0] in ("aten", "prims"):
-        parts = parts[1:]
-    return parts[0] if parts else text
+# Op facts (which ops are layout-only, which run on tensor cores, the FLOPs of
+# each) come from the op registry, lego_core.ops; op_name is its normaliser.
 
 
 def is_layout_op(target: Any) -> bool:
-    """True for view/reshape-like ops (and ``getitem``): 0 bytes, 0 launches."""
-    name = op_name(target)
-    return name in LAYOUT_OPS or name.rstrip("_") in LAYOUT_OPS
+    """True for view/reshape-like ops (and ``getitem``): 0 bytes, 0 launches
+    (``ops.is_layout``: the ``layout`` category, in-place variants included)."""
+    return ops.is_layout(target)
 
 
 def is_matmul_op(target: Any) -> bool:
-    """True for ops that run on tensor cores: GEMMs, convolutions, attention."""
-    name = op_name(target)
-    return name in MATMUL_OPS or name in CONV_OPS or name in ATTENTION_OPS
+    """True for ops that run on tensor cores: GEMMs, convolutions, attention
+    (``ops.is_tensor_core``)."""
+    return ops.is_tensor_core(target)
 
 
 def op_flops(target: Any, input_shapes: Sequence[Sequence[int]], output_shapes: Sequence[Sequence[int]], args: Sequence[Any] = ()) -> int:
-    """FLOPs of one ATen op (a multiply-add counts 2).
+    """FLOPs of one ATen op (a multiply-add counts 2): ``ops.flops``, both units.
 
     ``target``: the op, as FX's ``node.target`` or its string
     (``"aten.mm.default"``).  ``input_shapes`` / ``output_shapes``: shapes of
     the tensor inputs and outputs in argument order (non-tensor arguments
-    left out).  ``args``: the node's full positional arguments, used only by
-    convolution (``transposed``, at index 6).
+    left out).  ``args``: the node's full positional arguments, used by
+    convolution (``transposed``, at index 6) and pooling (``kernel_size``).
 
-    Rules: mm/bmm/addmm/baddbmm/matmul/linear ``2*out_numel*K`` (+ one add
-    per output for the bias); convolution
-    ``2*N*Cout*Hout*Wout*(Cin/groups)*kh*kw`` (from the weight's shape; for
-    a transposed convolution over the input positions instead); attention
-    ``2*B*H*L*S*(E+Ev)``; softmax and norms a few FLOPs per element
-    (``FUSED_ROW_OPS``); reductions one per input element; pooling one per
-    window element; layout and memory-only ops 0; anything else pointwise,
-    one per output element.
+    Rules (``ops.flops``): matmuls ``2*out_numel*K`` (+ one add per output
+    for the bias); convolution ``2*N*Cout*Hout*Wout*(Cin/groups)*kh*kw``
+    (for a transposed convolution over the input positions instead);
+    attention ``2*B*H*L*S*(E+Ev)``; softmax and norms a few FLOPs per
+    element (``Op.per_element``); reductions one per input element; pooling
+    one per window element; layout and memory-only ops 0; anything else
+    pointwise, one per output element.  A whole recurrent layer counts one
+    per output element here, as a pointwise op (the roofline floor,
+    ``cost.roofline``, counts its weight products).
     """
-    name = op_name(target)
-    ins = [tuple(int(d) for d in s) for s in input_shapes]
-    outs = [tuple(int(d) for d in s) for s in output_shapes]
-    out_numel = numel(outs[0]) if outs else 0
-    if is_layout_op(name) or name in MEMORY_OPS or name.rstrip("_") in MEMORY_OPS:
-        return 0
-    if name in MATMUL_OPS:
-        return _matmul_flops(name, ins, out_numel)
-    if name in CONV_OPS:
-        return _conv_flops(ins, outs, args)
-    if name in ATTENTION_OPS:
-        return _attention_flops(ins)
-    if name in FUSED_ROW_OPS:
-        return FUSED_ROW_OPS[name] * (numel(ins[0]) if ins else out_numel)
-    if name in REDUCTION_OPS:
-        return numel(ins[0]) if ins else out_numel
-    if name in POOL_OPS:
-        return out_numel * _pool_window(args)
-    if name.startswith("adaptive_"):
-        return numel(ins[0]) if ins else out_numel
-    return out_numel
-
-
-def _matmul_flops(name: str, ins: list[tuple[int, ...]], out_numel: int) -> int:
-    """2*M*N*K from the output's element count and the reduced dimension."""
-    if name in ("addmm", "baddbmm", "addmv"):  # bias, a, b
-        k = ins[1][-1] if len(ins) > 1 else 0
-        return 2 * out_numel * k + out_numel
-    if name == "linear":  # x, weight, [bias]
-        k = ins[0][-1]
-        return 2 * out_numel * k + (out_numel if len(ins) > 2 else 0)
-    if name == "dot":
-        return 2 * numel(ins[0])
-    return 2 * out_numel * ins[0][-1]
-
-
-def _conv_flops(ins: list[tuple[int, ...]], outs: list[tuple[int, ...]], args: Sequence[Any]) -> int:
-    """Convolution FLOPs from input, weight ([Cout, Cin/groups, *k] or,
-    transposed, [Cin, Cout/groups, *k]) and output shapes."""
-    x, weight = ins[0], ins[1]
-    transposed = bool(args[6]) if len(args) > 6 else False
-    window = numel(weight[2:])
-    if transposed:  # every input position scatters into Cout/groups * window outputs
-        flops = 2 * numel(x) * weight[1] * window
-    else:
-        flops = 2 * numel(outs[0]) * weight[1] * window
-    if len(ins) > 2 and outs:  # bias
-        flops += numel(outs[0])
-    return flops
-
-
-def _attention_flops(ins: list[tuple[int, ...]]) -> int:
-    """Q·K^T and P·V: ``2*B*H*L*S*E + 2*B*H*L*S*Ev``; softmax not counted."""
-    q, k, v = ins[0], ins[1], ins[2]
-    batch_heads = numel(q[:-2])
-    length, source = q[-2], k[-2]
-    return 2 * batch_heads * length * source * (q[-1] + v[-1])
-
-
-def _pool_window(args: Sequence[Any]) -> int:
-    """Elements of the pooling window (``kernel_size`` is ``args[1]``)."""
-    if len(args) > 1 and isinstance(args[1], (list, tuple)):
-        return numel(args[1])
-    if len(args) > 1 and isinstance(args[1], int):
-        return args[1] * args[1]
-    return 1
+    if ops.category(target) == ops.RECURRENT:
+        return numel(output_shapes[0]) if output_shapes else 0
+    return ops.flops(target, input_shapes, output_shapes, args).total
 
 
 def op_bytes(target: Any, input_specs: Iterable[Any], output_specs: Iterable[Any]) -> int:

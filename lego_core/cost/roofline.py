@@ -23,6 +23,10 @@ CACM 2009), with
   by default); convolution and recurrent FLOPs are divided by the TF32
   ceiling when cuDNN allows TF32.
 
+Op facts (which ops are matmuls, attention, convolutions, recurrent layers)
+and the FLOP formulas come from the op registry, ``lego_core.ops``
+(``ops.flops``).
+
 Usage: ``python -m lego_core.cost.roofline MODEL.py [k=v ...] [--dtype bf16] [--device cuda]``
 prints the counts, the ceilings and the floor.
 """
@@ -30,12 +34,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import math
 from typing import Callable
 
 import torch
 import torch.fx as fx
 
+from lego_core import ops
 from lego_core.load.capture import Graph, op_name, value_info
 
 # Sizes of the ceiling measurements: 1 GiB copies (far beyond L2) and a
@@ -44,21 +48,6 @@ GPU_COPY_BYTES = 1 << 30
 GPU_MATMUL_N = 8192
 CPU_COPY_BYTES = 64 << 20
 CPU_MATMUL_N = 512
-
-_MATMUL_OPS = {"aten.mm.default", "aten.addmm.default", "aten.bmm.default", "aten.baddbmm.default"}
-_CONV_OPS = {"aten.convolution.default", "aten.convolution_overrideable.default", "aten.cudnn_convolution.default"}
-_RNN_PREFIXES = ("aten.lstm.", "aten.gru.", "aten.rnn_tanh.", "aten.rnn_relu.")
-# fused attention ops that can survive decomposition (which one depends on device and torch version)
-_ATTENTION_OPS = {
-    "aten.scaled_dot_product_attention.default",
-    "aten._scaled_dot_product_flash_attention.default",
-    "aten._scaled_dot_product_flash_attention_for_cpu.default",
-    "aten._scaled_dot_product_efficient_attention.default",
-    "aten._scaled_dot_product_cudnn_attention.default",
-    "aten._scaled_dot_product_attention_math.default",
-    "aten._flash_attention_forward.default",
-    "aten._efficient_attention_forward.default",
-}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,49 +116,43 @@ def _shape(node) -> tuple:
     return info.shape
 
 
-def _prod(values) -> int:
-    return math.prod(int(v) for v in values)
+def _shapes(values) -> list[tuple]:
+    """Shapes of the graph values among ``values``, in order."""
+    return [_shape(v) for v in values if isinstance(v, fx.Node)]
 
 
 def matmul_flops(node: fx.Node) -> int:
-    """FLOPs of one ``mm``/``addmm``/``bmm``/``baddbmm`` node: 2 per multiply-add
-    (the bias add of ``addmm``/``baddbmm`` is not counted)."""
-    name = op_name(node)
-    a, b = (node.args[1], node.args[2]) if name in ("aten.addmm.default", "aten.baddbmm.default") else (node.args[0], node.args[1])
-    sa, sb = _shape(a), _shape(b)
-    batch = _prod(sa[:-2])
-    return 2 * batch * sa[-2] * sa[-1] * sb[-1]
+    """FLOPs of one matmul node (``mm``/``addmm``/``bmm``/``baddbmm``...): 2 per
+    multiply-add, the bias add of ``addmm``/``baddbmm`` not counted
+    (``ops.flops``' tensor-core part)."""
+    return ops.flops(node.target, _shapes(node.args), [_shape(node)]).tensor_core
 
 
 def conv_flops(node: fx.Node) -> int:
     """FLOPs of one convolution node: ``2 * weight.numel * N * prod(out_spatial)``,
     or ``prod(in_spatial)`` for a transposed convolution (weight shape
-    ``(C_out, C_in/groups, *k)`` resp. ``(C_in, C_out/groups, *k)``)."""
+    ``(C_out, C_in/groups, *k)`` resp. ``(C_in, C_out/groups, *k)``); the
+    bias not counted (``ops.flops``' tensor-core part)."""
     x, w = node.args[0], node.args[1]
-    transposed = bool(node.args[6]) if len(node.args) > 6 else False
-    sx, sw = _shape(x), _shape(w)
-    spatial = sx[2:] if transposed else _shape(node)[2:]
-    return 2 * _prod(sw) * sx[0] * _prod(spatial)
+    return ops.flops(node.target, [_shape(x), _shape(w)], [_shape(node)], node.args).tensor_core
 
 
 def attention_flops(node: fx.Node) -> int:
     """FLOPs of one fused attention node with q ``(B, H, L, E)``, k ``(B, Hk, S, E)``
     and v ``(B, Hk, S, Ev)``: ``2*B*H*L*S*(E + Ev)``, halved when ``is_causal``
-    (the masked half need not be computed)."""
+    (the masked half need not be computed; ``ops.flops``)."""
     q, k, v = node.args[0], node.args[1], node.args[2]
-    sq, sk, sv = _shape(q), _shape(k), _shape(v)
-    flops = 2 * _prod(sq[:-1]) * sk[-2] * (sq[-1] + sv[-1])
-    return flops // 2 if _argument(node, "is_causal") else flops
+    causal = bool(_argument(node, "is_causal"))
+    return ops.flops(node.target, [_shape(q), _shape(k), _shape(v)], [], causal=causal).tensor_core
 
 
 def rnn_flops(node: fx.Node) -> int:
     """FLOPs of one whole recurrent layer op (``aten.lstm.input`` and kin):
     every 2-D weight matrix in its parameter list is applied once per token,
-    ``2 * tokens * weight.numel``, tokens = input.numel / input feature size."""
-    x = _shape(node.args[0])
-    tokens = _prod(x[:-1])
+    ``2 * tokens * weight.numel``, tokens = input.numel / input feature size
+    (``ops.flops``)."""
     params = _argument(node, "params") or []
-    return sum(2 * tokens * _prod(_shape(p)) for p in params if isinstance(p, fx.Node) and len(_shape(p)) == 2)
+    return ops.flops(node.target, [_shape(node.args[0])] + _shapes(params), []).tensor_core
 
 
 def _argument(node: fx.Node, name: str):
@@ -184,15 +167,18 @@ def _argument(node: fx.Node, name: str):
 
 
 def node_flops(node: fx.Node) -> tuple[str, int] | None:
-    """``("matmul" | "cudnn", flops)`` for a counted node, else None."""
-    name = op_name(node)
-    if name in _MATMUL_OPS:
+    """``("matmul" | "cudnn", flops)`` for a counted node, else None: by the
+    op's category in the registry (``lego_core.ops``), matmuls and fused
+    attention on cuBLAS / attention kernels, convolutions and whole recurrent
+    layers (the ops capture keeps whole) on cuDNN."""
+    kind = ops.category(op_name(node))
+    if kind == ops.MATMUL:
         return "matmul", matmul_flops(node)
-    if name in _ATTENTION_OPS:
+    if kind == ops.ATTENTION:
         return "matmul", attention_flops(node)
-    if name in _CONV_OPS:
+    if kind == ops.CONVOLUTION:
         return "cudnn", conv_flops(node)
-    if name.startswith(_RNN_PREFIXES):
+    if kind == ops.RECURRENT:
         return "cudnn", rnn_flops(node)
     return None
 

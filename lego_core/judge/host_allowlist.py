@@ -25,20 +25,25 @@ kernel file may hold only what the template agent's files hold
 :func:`refusal` returns a one-line reason or None.  A kernel from another
 agent (a language model's) that needs more is verified and used in its own
 run as usual; it is only not stored for later runs.
+
+Op facts (the ``torch.<op>`` names the template agent's files call) come from
+the op registry, ``lego_core.ops`` (``Op.template_call``).
 """
 from __future__ import annotations
 
 import ast
 import builtins
 
+from lego_core import ops
 from lego_core.load.spec import syntax_error_text
 
 # import statement -> local name it binds
 IMPORTS = {("torch", None): "torch", ("triton", None): "triton", ("triton.language", "tl"): "tl", ("math", None): "math"}
-# torch.<name>: allocation, layout, dtypes, the convolution a conv+BN kernel hands to cuDNN
-TORCH_NAMES = frozenset({
-    "empty", "empty_like", "empty_strided", "zeros", "zeros_like", "ones", "ones_like", "full", "full_like",
-    "equal", "convolution", "channels_last", "contiguous_format", "preserve_format",
+# torch.<name>: the ops the template agent's files call (allocation, the attention
+# template's mask test ``equal``, the convolution a conv+BN kernel hands to cuDNN:
+# ``Op.template_call`` in the op registry), memory formats, dtypes
+TORCH_NAMES = ops.host_names(template=True) | frozenset({
+    "channels_last", "contiguous_format", "preserve_format",
     "cuda.is_current_stream_capturing",
     "bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64",
     "half", "float", "double", "short", "int", "long",

@@ -25,51 +25,27 @@ It is the first of the verifier's defences, cheap and explainable; what a
 static reading cannot see (a patch made through a value computed at run
 time) is caught by the executor's tamper snapshot (``judge.child.Snapshot``)
 and the call trace (``verify_trace``).
+
+Op facts (the heavy ops, the host names, each op's public aliases, the name
+normaliser) come from the op registry, ``lego_core.ops``.
 """
 from __future__ import annotations
 
 import ast
 from typing import Sequence
 
+from lego_core import ops
 from lego_core.load.spec import syntax_error_text
 
 
 # Heavy compute that a candidate must never hand to PyTorch, whatever the
-# region holds.  Names are compared after stripping leading/trailing "_".
-_ALWAYS_FORBIDDEN = frozenset({
-    "mm", "addmm", "bmm", "baddbmm", "addbmm", "matmul", "linear", "bilinear", "mv", "addmv",
-    "dot", "vdot", "einsum", "tensordot", "inner", "chain_matmul", "multi_dot",
-    "convolution", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
-    "conv_transpose3d", "cudnn_convolution", "conv_tbc",
-    "softmax", "log_softmax", "softmin",
-    "layer_norm", "native_layer_norm", "rms_norm", "group_norm", "native_group_norm",
-    "batch_norm", "native_batch_norm", "native_batch_norm_legit", "native_batch_norm_legit_no_training",
-    "instance_norm", "local_response_norm",
-    "scaled_dot_product_attention", "scaled_dot_product_flash_attention",
-    "scaled_dot_product_efficient_attention", "scaled_dot_product_cudnn_attention",
-    "flash_attention_forward", "efficient_attention_forward", "multi_head_attention_forward",
-})
-
-# Public PyTorch names of ATen ops whose spelling differs from the op's.
-_ATEN_ALIASES: dict[str, tuple[str, ...]] = {
-    "sub": ("subtract",), "mul": ("multiply",), "div": ("divide", "true_divide"),
-    "clamp": ("clip",), "hardtanh": ("relu6", "clamp", "clip"), "sigmoid": ("expit",),
-    "amax": ("max",), "amin": ("min",), "native_dropout": ("dropout",), "pow": ("square", "float_power"),
-    "logsumexp": ("logsumexp",), "var": ("var", "std", "var_mean", "std_mean"),
-    "where": ("where",), "abs": ("absolute",), "neg": ("negative",), "gelu": ("gelu",),
-    "silu": ("silu", "swish"), "mish": ("mish",), "erf": ("erf",), "rsqrt": ("rsqrt",),
-}
+# region holds: every matmul, convolution, attention and normalization of the
+# op registry.  Names are compared after stripping leading/trailing "_".
+_ALWAYS_FORBIDDEN = ops.public_names(ops.MATMUL, ops.CONVOLUTION, ops.ATTENTION, ops.NORMALIZATION)
 
 # Layout, allocation and bookkeeping names that host code may always call,
-# even when the region's graph lists the op (views cost nothing).
-_HOST_ALLOWED = frozenset({
-    "view", "reshape", "permute", "expand", "expand_as", "unsqueeze", "squeeze", "alias", "slice",
-    "select", "split", "split_with_sizes", "getitem", "t", "transpose", "contiguous", "clone",
-    "unsafe_view", "as_strided", "detach", "flatten", "unflatten", "narrow", "view_as", "chunk",
-    "empty", "empty_like", "empty_strided", "zeros", "zeros_like", "ones", "ones_like", "full",
-    "full_like", "stride", "size", "numel", "dim", "is_contiguous", "data_ptr", "element_size",
-    "to", "cuda", "cpu", "device", "dtype", "item", "tolist", "lift_fresh_copy", "copy",
-})
+# even when the region's graph lists the op (views cost nothing): ``Op.host_call``.
+_HOST_ALLOWED = ops.host_names(call=True)
 
 # Method names too common on non-tensors (sets, dicts, lists) to flag.
 _AMBIGUOUS_METHODS = frozenset({"add", "copy", "update", "get", "pop", "index", "count"})
@@ -141,19 +117,14 @@ def _private_torch(name: str) -> bool:
 
 
 def op_base_name(op: str) -> str:
-    """``"aten.native_layer_norm.default"`` -> ``"native_layer_norm"``.
+    """``"aten.native_layer_norm.default"`` -> ``"native_layer_norm"``
+    (``ops.public_name`` of the op's text).
 
     Accepts ``torch.ops.aten.X.overload``, ``aten.X.overload``, ``aten.X``,
     ``X.overload`` and ``X``; strips leading and trailing underscores
     (``_softmax`` -> ``softmax``, in-place ``add_`` -> ``add``).
     """
-    parts = [p for p in str(op).split(".") if p]
-    if parts[:2] == ["torch", "ops"]:
-        parts = parts[2:]
-    if parts and parts[0] in ("aten", "prims", "quantized", "_ops"):
-        parts = parts[1:]
-    name = parts[0] if parts else str(op)
-    return name.strip("_")
+    return ops.public_name(str(op))
 
 
 def forbidden_names(region_ops: Sequence[str]) -> frozenset[str]:
@@ -164,7 +135,7 @@ def forbidden_names(region_ops: Sequence[str]) -> frozenset[str]:
     for op in region_ops:
         base = op_base_name(op)
         names.add(base)
-        names.update(_ATEN_ALIASES.get(base, ()))
+        names.update(ops.aliases(base))
     return frozenset(n for n in names if n not in _HOST_ALLOWED)
 
 

@@ -11,6 +11,9 @@ tensors (:data:`HOST_OPS`), plus the ops its sub-problem hands to the library
 on purpose (a ``conv_bn`` group's convolution: ``FusionGroup.library_ops``).
 Any other ATen op is compute done by PyTorch, whatever Python spelling
 produced it.
+
+Op facts (which ops host code may run) come from the op registry,
+``lego_core.ops``.
 """
 from __future__ import annotations
 
@@ -18,26 +21,17 @@ import hmac
 import secrets
 from collections.abc import Sequence
 
-# ATen ops host code may run (names as ``verify.op_base_name`` gives them).
-HOST_OPS = frozenset({
-    # allocation
-    "empty", "empty_like", "empty_strided", "empty_permuted", "new_empty", "new_empty_strided",
-    "zeros", "zeros_like", "ones", "ones_like", "full", "full_like", "new_zeros", "new_ones", "new_full",
-    "scalar_tensor", "resize",
-    # copies and fills
-    "copy", "clone", "to_copy", "fill", "zero", "lift_fresh", "lift_fresh_copy", "detach", "alias", "set",
-    # views and layout
-    "view", "reshape", "unsafe_view", "reshape_alias", "as_strided", "permute", "transpose", "t", "expand",
-    "squeeze", "unsqueeze", "select", "slice", "narrow", "split", "split_with_sizes", "unbind", "chunk",
-    "view_as_real", "view_as_complex", "unflatten", "flatten", "contiguous", "movedim", "record_stream",
-    # reading a handful of scalars (sizes, flags) back to the host
-    "local_scalar_dense", "is_nonzero",
-    # testing a mask's structure (the attention template's "is this the causal mask?")
-    *("equal", "triu", "tril"),
-})
+from lego_core import ops
+from lego_core.judge.static_check import op_base_name
+
+# ATen ops host code may run (names as ``static_check.op_base_name`` gives
+# them): allocation, copies and fills, views and layout, reading a handful of
+# scalars (sizes, flags) back to the host, testing a mask's structure (the
+# attention template's "is this the causal mask?"): ``Op.host_run``.
+HOST_OPS = ops.host_names(run=True)
 # Host ops that compute something a region may itself be made of: allowed
-# only when the region does not hold them.
-MASK_OPS = frozenset({"equal", "triu", "tril"})
+# only when the region does not hold them (equal, triu, tril: ``Op.mask_test``).
+MASK_OPS = ops.host_names(mask_test=True)
 
 # More scalars read back to the host than this per call is the work done in Python.
 MAX_HOST_SCALARS = 64
@@ -55,8 +49,6 @@ def trace_problem(summary: dict, *, library_ops: Sequence[str] = (), region_ops:
     replaced; files written or processes started; PyTorch compute outside
     Triton kernels; too many scalars read to the host; no Triton kernel ran;
     a launch on another CUDA stream; TF32 on fp32 operands."""
-    from lego_core.judge.verify import op_base_name
-
     changes = summary.get("state_changes") or {}
     if changes:
         name, (before, after) = next(iter(changes.items()))
@@ -109,17 +101,6 @@ def import_problem(summary: dict) -> str:
 # --------------------------------------------------------------------------
 
 _LABEL_KEY = secrets.token_bytes(16)  # per process: labels cannot be inverted to seeds
-
-
-def draw_seeds(count: int = 3) -> tuple[int, ...]:
-    """``count`` fresh, distinct secret seeds (below 2**31: ``torch.Generator``
-    and the parameter perturbation ``seed * 1000 + j`` take them)."""
-    seeds: list[int] = []
-    while len(seeds) < count:
-        seed = secrets.randbelow(2**31 - 1) + 1
-        if seed not in seeds:
-            seeds.append(seed)
-    return tuple(seeds)
 
 
 def seed_label(seed: int) -> str:

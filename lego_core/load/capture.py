@@ -6,7 +6,12 @@ shapes), decomposes to the core ATen op set, and wraps the result in a
 what is each value's shape, dtype and stride, which module did a node come
 from (``nn_module_stack``), and what concrete tensor feeds each placeholder.
 
-Usage: ``python -m lego_core.load.capture MODEL.py [k=v ...]`` prints the graph.
+Op facts (which ops are kept whole: ``KEPT_WHOLE``) come from the op
+registry, ``lego_core.ops``.  :func:`op_name` here names a node's op in
+full (``"aten.add.Tensor"``); ``ops.op_name`` is the short name (``"add"``).
+
+Usage: ``python -m lego_core.load.capture MODEL.py [k=v ...]`` prints the graph
+(and the ops kept whole, ``lego_core.load.decompose``).
 """
 from __future__ import annotations
 
@@ -24,10 +29,12 @@ import torch.fx as fx
 from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind
 
+from lego_core import ops
 from lego_core.load import capture_errors, state, state_checks
 from lego_core.load.decompose import KeptWhole, decompose
 from lego_core.load.faithful_capture import check_fast_paths, check_stateless
-from lego_core.load.problem import Problem, ProblemError, check_repeatable
+from lego_core.load.problem import Problem, ProblemError, check_repeatable, load_problem
+from lego_core.load.spec import ProblemSpec, parse_overrides
 
 
 @dataclasses.dataclass(frozen=True)
@@ -297,7 +304,7 @@ def _kept_by_policy(ep: ExportedProgram, already: list) -> list[KeptWhole]:
 # Whole recurrent layers have no fused replacement here; decomposed, an LSTM
 # becomes thousands of tiny ops per sequence.  They stay one library call
 # (cuDNN on a GPU).  Cells (aten.lstm_cell) still decompose and can fuse.
-KEPT_WHOLE = ("aten.lstm.", "aten.gru.", "aten.rnn_tanh.", "aten.rnn_relu.")
+KEPT_WHOLE = ops.kept_whole_prefixes()  # every overload of lstm, gru, rnn_tanh, rnn_relu
 
 
 def decomposition_table() -> dict:
@@ -540,8 +547,6 @@ def check_state_fits(graph: Graph, path: str | None) -> None:
 
 
 def main(argv: list[str]) -> int:
-    from lego_core.load.problem import ProblemSpec, load_problem, parse_overrides
-
     if not argv:
         print(__doc__.strip().splitlines()[-1])
         return 2
@@ -549,6 +554,8 @@ def main(argv: list[str]) -> int:
     for node in graph.compute_nodes:
         info = value_info(node)
         print(f"{node.name:24} {op_name(node):40} {info.describe() if info else '':24} {module_path(node)}")
+    for kept in graph.kept_whole:  # ops whose decomposition failed (lego_core.load.decompose)
+        print(f"kept whole: {kept.op:56} {kept.nodes:4} node(s)  {kept.cause}: {kept.reason}")
     return 0
 
 

@@ -15,8 +15,8 @@ exports and runs.
 :func:`decompose` retries such a failure with some ops kept whole (removed
 from the table, so the graph holds them as one node each, which the plan runs
 as one library call, ATen): first the fused-attention family
-(``KNOWN_TROUBLESOME``; LEGO's attention region understands a whole SDPA node,
-``fusion/attention.py``), then every decomposable op present in the graph,
+(``KNOWN_TROUBLESOME``, the attention ops of the op registry ``lego_core.ops``;
+LEGO's attention region understands a whole SDPA node, ``fusion/attention.py``), then every decomposable op present in the graph,
 and from there re-adds decompositions by halves while the result still
 decomposes, so that what stays whole is a small set (at most
 ``MAX_ATTEMPTS`` decompositions in all).  What it kept and why is returned as
@@ -28,22 +28,23 @@ retried; when no table decomposes the program, the first failure is raised
 as a ``ProblemError`` of class ``decomposition`` (``capture_errors.
 decomposition_error``: what failed, at which op and line, what was tried).
 
-Usage: ``python -m lego_core.load.decompose MODEL.py [k=v ...]`` prints what was kept whole.
+``python -m lego_core.load.capture MODEL.py`` prints what was kept whole after the graph.
 """
 from __future__ import annotations
 
 import dataclasses
-import sys
 from typing import Any
 
 import torch
 from torch.export import ExportedProgram
 
+from lego_core import ops
 from lego_core.load import capture_errors
 
 # ops whose decomposition is known to change strides that later views rely on (HF GPT-2's SDPA):
-# tried first, before the search over the graph's ops
-KNOWN_TROUBLESOME = ("aten.scaled_dot_product_attention.", "aten._scaled_dot_product_")
+# tried first, before the search over the graph's ops.  Every attention op of the registry
+# (lego_core.ops), "aten.scaled_dot_product_attention." and kin.
+KNOWN_TROUBLESOME = ops.prefixes(ops.ATTENTION)
 # run_decompositions calls at most per capture (the first, failing one included): each is a full
 # retrace of the program (about a second for a small transformer on a CPU)
 MAX_ATTEMPTS = 12
@@ -176,22 +177,3 @@ def _halves(ops: list) -> list[list]:
 
 def _short(op) -> str:
     return str(op).removeprefix("aten.")
-
-
-def main(argv: list[str]) -> int:
-    from lego_core.load.capture import capture_graph
-    from lego_core.load.problem import ProblemSpec, load_problem, parse_overrides
-
-    if not argv:
-        print(__doc__.strip().splitlines()[-1])
-        return 2
-    graph = capture_graph(load_problem(ProblemSpec(argv[0], parse_overrides(argv[1:]))))
-    for kept in graph.kept_whole:
-        print(f"{kept.op:56} {kept.nodes:4} node(s)  {kept.cause}: {kept.reason}")
-    if not graph.kept_whole:
-        print("every op decomposed to core ATen")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))

@@ -13,6 +13,9 @@ Each proposal is checked by ``fusion.legality.fusion_verdict`` (the rules
 live there) and ranked by the bytes it saves: the boundary traffic of the
 items apart minus that of the fused sub-problem.  An agent then writes the
 fused kernel; the search keeps it only if it verifies and is cheaper.
+
+Op facts (the GEMM heads) come from the op registry, ``lego_core.ops``,
+through ``fusion.legality``.
 """
 from __future__ import annotations
 
@@ -22,7 +25,7 @@ import torch.fx as fx
 
 from lego_core.cost import costmodel
 from lego_core.load.capture import op_name
-from lego_core.tree.fusion.legality import fusion_verdict
+from lego_core.tree.fusion.legality import CONV_OP, GEMM_OPS, fusion_verdict
 from lego_core.search.plan import _graph_index, item_dependencies
 from lego_core.tree.subproblem import SubProblem, make_subproblem
 from lego_core.tree.fusion_tree import OrNode
@@ -78,7 +81,7 @@ def _candidate_groups(items: list[OrNode]) -> list[tuple[list[OrNode], str]]:
                 frontier.extend((s, via + [succ]) for s in deps.successors(succ_id))
                 continue
             head = op_name(item.sub.nodes[0])
-            kind = "GEMM epilogue" if head in ("aten.mm.default", "aten.addmm.default") else "conv + BatchNorm fold" if head == "aten.convolution.default" else "producer-consumer"
+            kind = "GEMM epilogue" if head in GEMM_OPS else "conv + BatchNorm fold" if head == CONV_OP else "producer-consumer"
             found.append(([item, *via, succ], kind))
     readers: dict[str, list[OrNode]] = {}
     for item in items:

@@ -9,6 +9,11 @@ layer_norm) need several statements and live in ``ROW_OPS``.
 Formulas that Triton has no single instruction for, written so that the
 Triton CPU interpreter can run them too (no libdevice): tanh(x) =
 2*sigmoid(2x) - 1; GELU (erf form and tanh form) as in torch.nn.GELU.
+
+Op facts come from the op registry, ``lego_core.ops``: ``POINTWISE`` has one
+handler per overload the fusion policy treats as pointwise
+(``ops.fusion_overloads("pointwise")``), ``TUPLE_POINTWISE`` one per channel
+affine, and the layout sets are ``ops.view_overloads``.
 """
 from __future__ import annotations
 
@@ -17,6 +22,7 @@ from typing import Callable
 
 import torch.fx as fx
 
+from lego_core import ops
 from lego_core.load.capture import op_name
 
 
@@ -185,11 +191,11 @@ TUPLE_POINTWISE: dict[str, Handler] = {
 }
 
 # Layout ops that are the identity on a per-row scalar inside a row program.
-ROW_IDENTITY = frozenset(
-    {"aten.squeeze.dims", "aten.squeeze.dim", "aten.squeeze.default", "aten.unsqueeze.default", "aten.view.default",
-     "aten._unsafe_view.default", "aten.reshape.default"}
-)  # fmt: skip
+ROW_IDENTITY = ops.view_overloads("reshape", "unit_dim")  # view, reshape, (un)squeeze
 
+
+# The row softmaxes (x, dim, half_to_float): _softmax, _log_softmax.
+SOFTMAX_OPS = ops.softmax_overloads()
 
 NEG_INF = '-float("inf")'
 POS_INF = 'float("inf")'
@@ -231,7 +237,7 @@ def row_reduction_lines(node: fx.Node, a: list[str], var: str) -> list[str]:
         return [f"{var} = {row_max(x)}"]
     if name == "aten.amin.default":
         return [f"{var} = {row_min(x)}"]
-    if name in ("aten._softmax.default", "aten._log_softmax.default"):
+    if name in SOFTMAX_OPS:
         lines = [
             f"{var}_max = {row_max(x)}",  # NaN in the row: the whole row NaN, as eager
             f"{var}_exp = {masked(f'tl.exp({x} - {var}_max)', '0.0')}",

@@ -39,6 +39,10 @@ strides into the kernel's strides.  G = B * H is split by the first 4-D
 Legality: every group node but the output has all its users inside the
 group (the scores and probabilities are never read elsewhere), no boundary
 input depends on a group node (no cycle), one mask at most.
+
+Op facts (the SDPA entry points, the views, layout ops and scalings a walk
+passes) come from the op registry, ``lego_core.ops`` (``Op.fuse``,
+``Op.view``).
 """
 from __future__ import annotations
 
@@ -48,24 +52,22 @@ import math
 import torch
 import torch.fx as fx
 
+from lego_core import ops
 from lego_core.load.capture import op_name, value_info
 from lego_core.tree.fusion.groups import FusionGroup, broadcasts_to
 
 BMM = "aten.bmm.default"
 SOFTMAX = "aten._softmax.default"
-VIEW_OPS = ("aten.view.default", "aten._unsafe_view.default", "aten.reshape.default")
-WALK_LAYOUT = VIEW_OPS + (
-    "aten.expand.default", "aten.clone.default", "aten.alias.default", "aten.unsqueeze.default",
-    "aten.squeeze.dim", "aten.squeeze.dims", "aten.squeeze.default", "aten.permute.default",
-    "aten.transpose.int", "aten.t.default", "aten.select.int", "aten.slice.Tensor", "aten.detach.default",
-    "aten.repeat_interleave.self_int",
-)  # fmt: skip
-SCALE_OPS = ("aten.mul.Scalar", "aten.div.Scalar", "aten.mul.Tensor", "aten.div.Tensor")
-SDPA_OPS = (
-    "aten.scaled_dot_product_attention.default", "aten._scaled_dot_product_flash_attention.default",
-    "aten._scaled_dot_product_flash_attention_for_cpu.default", "aten._scaled_dot_product_efficient_attention.default",
-    "aten._scaled_dot_product_cudnn_attention.default",
-)  # fmt: skip
+NOT, ANY = "aten.logical_not.default", "aten.any.dim"  # SDPA's empty-row guard: not(any(not(eq)))
+VIEW_OPS = ops.view_overloads("reshape")  # view, _unsafe_view, reshape
+# a value-preserving op, replayed as the identity on index tensors (clone, alias, detach)
+IDENTITY_OPS = ops.view_overloads("identity")
+# what a walk back from q / k / v reads through: views, permutes, expands,
+# repeat_interleave, selects, slices and the identities
+WALK_LAYOUT = ops.view_overloads("reshape", "unit_dim", "reorder", "broadcast", "subset", "identity")
+# scalings by a number: the mul and div overloads the pointwise template generates
+SCALE_OPS = frozenset(n for n in ops.fusion_overloads("pointwise") if ops.op_name(n) in ("mul", "div"))
+SDPA_OPS = ops.fusion_overloads("attention")
 ATTENTION_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 FIT_CHUNK = 1 << 22  # index elements checked at once (bounds the matcher's memory)
 
@@ -345,7 +347,7 @@ def _empty_rows(pre: fx.Node, soft: fx.Node, members: set) -> fx.Node:
     """SDPA's ``where(~any(s != -inf, -1), 0, softmax(s))``; returns the where."""
     eq = next(u for u in pre.users if u is not soft)
     chain = [eq]
-    for expect in ("aten.logical_not.default", "aten.any.dim", "aten.logical_not.default"):
+    for expect in (NOT, ANY, NOT):
         users = list(chain[-1].users)
         _need(len(users) == 1 and op_name(users[0]) == expect, f"{chain[-1].name}: not SDPA's empty-row guard")
         chain.append(users[0])
@@ -463,7 +465,7 @@ def _replay(chain: list[fx.Node], value: torch.Tensor) -> torch.Tensor:
     """Run the chain's layout ops on ``value`` (scalings and clones are the identity on indices)."""
     for node in chain:
         name = op_name(node)
-        if name in SCALE_OPS or name in ("aten.clone.default", "aten.alias.default", "aten.detach.default"):
+        if name in SCALE_OPS or name in IDENTITY_OPS:
             continue
         if name in VIEW_OPS:
             value = value.reshape(node.args[1])

@@ -46,6 +46,9 @@ members, outside values read by the epilogue and the addmm bias ``vec`` when
 they vary along N, ``scal`` when they are one number per row or a scalar;
 the GEMM operands ``gemm_a`` / ``gemm_b``.  ``value_forms(nodes)`` gives the
 view of [M, N] each member is computed in (what the kernel needs).
+
+Op facts (the GEMM heads, the views of rule 3) come from the op registry,
+``lego_core.ops``.
 """
 from __future__ import annotations
 
@@ -54,12 +57,13 @@ import math
 import torch
 import torch.fx as fx
 
+from lego_core import ops
 from lego_core.load.capture import op_name, value_info
 from lego_core.tree.fusion import policy
 from lego_core.tree.fusion.groups import FusionGroup, Role, broadcasts_to
 
-GEMM_OPS = ("aten.mm.default", "aten.addmm.default")
-VIEW_OPS = ("aten.view.default", "aten._unsafe_view.default", "aten.reshape.default")
+GEMM_OPS = ops.fusion_overloads("gemm")  # mm, addmm
+VIEW_OPS = ops.view_overloads("reshape")  # view, _unsafe_view, reshape
 GEMM_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 

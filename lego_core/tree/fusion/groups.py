@@ -22,6 +22,9 @@ dimension of S (length N = S[-1]); each value in it has a *role*: ``vec``
 S[:-1], as left by a reduction without keepdim or a squeeze).  Members whose
 shape is smaller than S may only feed the group itself; at close time such a
 member that is read outside the group is moved out before it.
+
+Op facts (which ops are pointwise, row reductions, softmaxes) come from the
+op registry, ``lego_core.ops``, through ``policy``.
 """
 from __future__ import annotations
 
@@ -156,7 +159,7 @@ class _GroupShape:
             if role is None or role.kind != "vec" or role.form != "full":
                 return None
         name = op_name(node)
-        if name in ("aten._softmax.default", "aten._log_softmax.default"):
+        if name in policy.SOFTMAX_OPS:
             return {node.name: Role("vec")}
         if name == "aten.native_layer_norm.default":
             for w in node.args[2:4]:

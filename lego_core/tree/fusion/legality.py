@@ -31,6 +31,8 @@ implement.  The rules, each a function below:
 Sources: the legality conditions of producer/consumer fusion in XLA's
 ``FusionDecision``/``InstructionFusion`` and TVM's operator fusion (no cycle,
 injective ops into an "out-fusable" GEMM/conv as epilogue only).
+
+Op facts (the GEMM heads) come from the op registry, ``lego_core.ops``.
 """
 from __future__ import annotations
 
@@ -39,11 +41,12 @@ import dataclasses
 import networkx as nx
 import torch.fx as fx
 
+from lego_core import ops
 from lego_core.load.capture import op_name
 from lego_core.tree.fusion import policy
 from lego_core.tree.fusion.groups import FusionGroup, partition
 
-GEMM_OPS = ("aten.mm.default", "aten.addmm.default")
+GEMM_OPS = ops.fusion_overloads("gemm")  # mm, addmm: the heads of a GEMM epilogue
 CONV_OP = "aten.convolution.default"  # heads a conv + BatchNorm fold (fusion.conv_bn)
 
 
@@ -63,7 +66,7 @@ def library_only_ops(nodes: list[fx.Node]) -> list[str]:
         cat = policy.category(n)
         if cat in ("pointwise", "reduction", "layout", "getitem"):
             continue
-        if k == 0 and op_name(n) in GEMM_OPS + (CONV_OP,):
+        if k == 0 and (op_name(n) in GEMM_OPS or op_name(n) == CONV_OP):
             continue
         bad.append(op_name(n))
     return bad

@@ -20,52 +20,28 @@ support policy and the partitioner).  Categories:
 - ``heavy``: everything else (GEMM, conv, LSTM pieces, topk, scatter, cat,
   cumsum, factories); each is its own fusion group and stays a library call
   in this version.
+
+The op facts (which overloads are pointwise, reductions, layout, channel
+affine) come from the op registry, ``lego_core.ops`` (``Op.fuse``); this
+module adds the per-node conditions (dtypes, arguments, row length).
 """
 from __future__ import annotations
 
 import torch.fx as fx
 
+from lego_core import ops
 from lego_core.load.capture import op_name, value_info
 
-POINTWISE_OPS = frozenset(
-    {
-        "aten.add.Tensor", "aten.add.Scalar", "aten.sub.Tensor", "aten.sub.Scalar", "aten.rsub.Scalar",
-        "aten.mul.Tensor", "aten.mul.Scalar", "aten.div.Tensor", "aten.div.Scalar",
-        "aten.neg.default", "aten.exp.default", "aten.log.default", "aten.sqrt.default",
-        "aten.rsqrt.default", "aten.abs.default", "aten.sigmoid.default", "aten.tanh.default",
-        "aten.relu.default", "aten.erf.default", "aten.sin.default", "aten.cos.default",
-        "aten.reciprocal.default", "aten.pow.Tensor_Scalar", "aten.gelu.default",
-        "aten.clamp.default", "aten.clamp_min.default", "aten.clamp_max.default",
-        "aten.minimum.default", "aten.maximum.default", "aten.where.self",
-        "aten.eq.Scalar", "aten.ne.Scalar", "aten.lt.Scalar", "aten.le.Scalar", "aten.gt.Scalar", "aten.ge.Scalar",
-        "aten.eq.Tensor", "aten.ne.Tensor", "aten.lt.Tensor", "aten.le.Tensor", "aten.gt.Tensor", "aten.ge.Tensor",
-        "aten.bitwise_not.default", "aten.logical_not.default", "aten.logical_and.default",
-        "aten.logical_or.default", "aten.scalar_tensor.default", "aten.full_like.default",
-        "aten.clone.default", "aten.alias.default", "aten._to_copy.default",
-    }
-)  # fmt: skip
-
+# The op sets come from the op registry (``lego_core.ops``: ``Op.fuse``).
+POINTWISE_OPS = ops.fusion_overloads("pointwise")
 # Reductions over the last dimension (checked per node by ``is_row_reduction``).
-REDUCTION_OPS = frozenset(
-    {
-        "aten.sum.dim_IntList", "aten.mean.dim", "aten.amax.default", "aten.amin.default",
-        "aten._softmax.default", "aten._log_softmax.default", "aten.native_layer_norm.default",
-    }
-)  # fmt: skip
-
-LAYOUT_OPS = frozenset(
-    {
-        "aten.view.default", "aten._unsafe_view.default", "aten.reshape.default", "aten.permute.default",
-        "aten.expand.default", "aten.unsqueeze.default", "aten.squeeze.dim", "aten.squeeze.dims",
-        "aten.squeeze.default", "aten.slice.Tensor", "aten.select.int", "aten.split_with_sizes.default",
-        "aten.split.Tensor", "aten.t.default", "aten.transpose.int", "aten.detach.default",
-        "aten.unbind.int", "aten.chunk.default", "getitem",
-    }
-)  # fmt: skip
-
+REDUCTION_OPS = ops.fusion_overloads("reduction")
+LAYOUT_OPS = ops.fusion_overloads("layout")
 # Tuple-returning ops whose output 0 is a per-channel affine of args[0]
 # (channel = dim 1); args 1..4 are weight, bias (optional), mean, var, all [C].
-CHANNEL_AFFINE_OPS = frozenset({"aten._native_batch_norm_legit_no_training.default"})
+CHANNEL_AFFINE_OPS = ops.fusion_overloads("channel_affine")
+# The row softmaxes (x, dim, half_to_float) among the reductions.
+SOFTMAX_OPS = ops.softmax_overloads()
 
 FLOAT_OR_BOOL = ("float", "bfloat16", "half", "bool")
 MAX_ROW_LENGTH = 32768  # one row must fit one program's registers
@@ -143,7 +119,7 @@ def reduction_dims(node: fx.Node) -> list[int] | None:
     name = op_name(node)
     x = node.args[0]
     rank = len(value_info(x).shape) if value_info(x) else 0
-    if name in ("aten._softmax.default", "aten._log_softmax.default"):
+    if name in SOFTMAX_OPS:
         dims = [node.args[1]]
     elif name == "aten.native_layer_norm.default":
         dims = list(range(rank - len(node.args[1]), rank))
@@ -166,7 +142,7 @@ def is_row_reduction(node: fx.Node) -> bool:
     if dims != [len(info.shape) - 1] or info.shape[-1] > MAX_ROW_LENGTH:
         return False
     name = op_name(node)
-    if name in ("aten._softmax.default", "aten._log_softmax.default") and node.args[2]:
+    if name in SOFTMAX_OPS and node.args[2]:
         return False
     if name in ("aten.sum.dim_IntList", "aten.mean.dim") and node.kwargs.get("dtype") is not None:
         return False
