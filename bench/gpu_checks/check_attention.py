@@ -6,7 +6,7 @@ ATen), the attention group is matched (``lego_core.tree.fusion.attention``), the
 template agent's kernel is generated, imported and run on fresh random
 inputs, and compared with ``F.scaled_dot_product_attention`` in fp64
 (norm-relative error ||out - ref|| / ||ref||).  Before that the kernel file
-is tuned as the search tunes it (``lego_core.search.tuning``: every
+is tuned as the search tunes it (``lego_core.judge.tuning``: every
 ``TUNE_CONFIGS`` entry timed, the fastest baked into ``CONFIG``); the check
 runs the tuned file and prints the winning configuration.  Then timed with
 ``lego_core.runtime.timing.time_gpu`` (CUDA events, L2 flushed, median) against
@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from lego_core.agents.template.attention_codegen import generate, launch_config  # noqa: E402
 from lego_core.load.capture import Graph, decomposition_table  # noqa: E402
 from lego_core.tree.fusion.attention import find_attention  # noqa: E402
-from lego_core.search import tuning  # noqa: E402
+from lego_core.judge import tuning  # noqa: E402
 from lego_core.judge.inputs import load_module  # noqa: E402
 from lego_core.tree.subproblem import make_subproblem  # noqa: E402
 from lego_core.runtime.timing import time_gpu  # noqa: E402

@@ -14,7 +14,7 @@ At the model files' own sizes, in bf16 and fp32, on one CUDA GPU:
   BatchNorm is a ``conv_bn`` kernel file (W', b' folded from the live weights,
   cached; one library conv + the tail kernel).
 - ``lego fused NHWC old``: ``lego fused NHWC`` with the pointwise template's
-  dense-in-memory-order path turned off (``codegen.DENSE_FAST_PATH``): every
+  dense-in-memory-order path turned off (``pointwise_codegen.DENSE_FAST_PATH``): every
   kernel iterates in NCHW logical order through strides, as before it existed.
 - ``lego plan (pipeline)``: the real ``lego_core.optimize`` (channels_last
   ``auto``: on for these conv models on CUDA) run on the model file at its
@@ -53,7 +53,7 @@ from pathlib import Path
 import torch
 import torch.fx as fx
 
-from lego_core.agents.template import codegen
+from lego_core.agents.template import pointwise_codegen
 from lego_core.agents.template.codegen import generate
 from lego_core.agents.template.expressions import Unsupported
 from lego_core.load.capture import capture_graph, to_channels_last
@@ -158,7 +158,7 @@ def pipeline_model(spec: ProblemSpec, problem, work: Path):
     returns (ModelNew with ``problem.model``'s weights, number of kernel files, report)."""
     from lego_core import optimize
     from lego_core.config import OptimizeConfig
-    from lego_core.judge.end_to_end.e2e import load_composed
+    from lego_core.judge.end_to_end.shipped import load_composed
 
     out = work / f"pipeline_{Path(spec.path).stem}_{spec.dtype}"
     report = optimize(spec, str(out), OptimizeConfig(cache=False, compare_compile=False, channels_last="auto"))
@@ -196,11 +196,11 @@ def check_model(name: str, dtype: str, work: Path, smoke: bool = False, pipeline
         p = load_problem(spec)
         p.model.load_state_dict(state)
         graph = capture_graph(p, channels_last=channels_last)
-        codegen.DENSE_FAST_PATH = dense
+        pointwise_codegen.DENSE_FAST_PATH = dense
         try:
             runner = PlanRunner(graph, p.model, plan_subproblems(graph, fold), work)
         finally:
-            codegen.DENSE_FAST_PATH = True
+            pointwise_codegen.DENSE_FAST_PATH = True
         label = f"lego {'folded' if fold else 'fused'}{' NHWC' if channels_last else ''}{'' if dense else ' old'}"
         forms.append((label, runner, runner.kernels, channels_last))
     if pipeline:

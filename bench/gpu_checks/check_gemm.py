@@ -4,7 +4,7 @@ For each case and dtype (bf16, fp32): a small model holding one Linear and
 its pointwise tail is captured on the GPU as LEGO captures models
 (torch.export, core ATen), the GEMM's epilogue is grown
 (``lego_core.tree.fusion.gemm.grow_epilogue``), the template agent's kernel is
-generated, tuned as the search tunes it (``lego_core.search.tuning``: every
+generated, tuned as the search tunes it (``lego_core.judge.tuning``: every
 ``TUNE_CONFIGS`` entry timed, the fastest baked into ``CONFIG``), imported
 and run on fresh random inputs (three seeds), and compared with the model
 run in fp64 (norm-relative error ||out - ref|| / ||ref||; eager's own error
@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from lego_core.agents.template.gemm_codegen import generate, launch_config  # noqa: E402
 from lego_core.load.capture import Graph, decomposition_table, op_name  # noqa: E402
 from lego_core.tree.fusion.gemm import gemm_epilogue_group, grow_epilogue  # noqa: E402
-from lego_core.search import tuning  # noqa: E402
+from lego_core.judge import tuning  # noqa: E402
 from lego_core.judge.inputs import load_module  # noqa: E402
 from lego_core.tree.subproblem import make_subproblem  # noqa: E402
 from lego_core.runtime.timing import time_gpu  # noqa: E402

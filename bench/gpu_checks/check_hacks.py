@@ -5,7 +5,7 @@ Runs the GPU half of the adversarial corpus (``tests/hacks/corpus.py``,
 add+ReLU of two 4096 x 4096 fp32 inputs (large enough that the memory
 roofline floor is tens of microseconds) and a 512 x 512 Linear + ReLU:
 
-* verification through the search (``Search._check`` on CUDA: call trace,
+* verification through the search (``CandidateJudge.judge`` on CUDA: call trace,
   streams, TF32 in the compiled kernel's TTIR);
 * the time the search measured before the timing guard
   (``costing.measure_ms`` of ``launch(*xs)``), and the guarded time

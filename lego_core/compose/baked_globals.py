@@ -8,7 +8,7 @@ and eager follows it while the plan would silently keep the old value.
 ``optimized_model.py`` lists them (``BAKED_GLOBALS``, ``GLOBAL_TENSORS``) and
 ``lego_runtime.BoundTensors.globals_fit`` checks them at every call: a
 changed one runs the original forward, with a warning naming it, as a
-changed plain attribute of a module does (``compose.baked_attributes``).
+changed plain attribute of a module does (``lego_core.load.module_attributes.baked_attributes``).
 
 Only names the forward's code can read are listed: the globals named in the
 code of the model file's own classes (every method but ``__init__``, whose
@@ -23,15 +23,15 @@ import types
 
 import torch
 
-from lego_core.load.state_checks import _class_state, _helper_object, _user_classes
+from lego_core.load.module_attributes import class_state, helper_object, is_plain, user_classes
 
 
 def _plain(value) -> bool:
-    from lego_core.compose.folder import _plain as plain
-
+    """``is_plain``, and a dict of up to 64 plain keys whose values are
+    plain or such dicts themselves (``CFG = {"eps": 1e-5}``)."""
     if isinstance(value, dict):
-        return len(value) <= 64 and all(plain(k) and (plain(v) or _plain(v)) for k, v in value.items())
-    return plain(value)
+        return len(value) <= 64 and all(is_plain(k) and (is_plain(v) or _plain(v)) for k, v in value.items())
+    return is_plain(value)
 
 
 def _codes(function) -> list[types.CodeType]:
@@ -50,7 +50,7 @@ def read_names(model: torch.nn.Module, namespace: types.ModuleType) -> set[str]:
     and of the model file's functions they call may read."""
     names: set[str] = set()
     pending = []
-    for cls in _user_classes(model):
+    for cls in user_classes(model):
         if cls.__module__ != namespace.__name__:
             continue  # a library's class (transformers' GPT2Block) reads its own module's globals, never the model file's
         for name, value in vars(cls).items():
@@ -97,11 +97,11 @@ def baked_globals(model: torch.nn.Module, namespace: types.ModuleType | None) ->
             continue
         if _plain(value) and value == value and not isinstance(value, types.ModuleType):
             found.append(("global", "", name, tuple(value) if isinstance(value, list) else value))
-        elif _helper_object(value, namespace.__name__):  # a config object of the model file: its plain fields
+        elif helper_object(value, namespace.__name__):  # a config object of the model file: its plain fields
             found += [("object", name, field, tuple(v) if isinstance(v, list) else v)
                       for field, v in vars(value).items() if _plain(v) and v == v]
     for cls in _top_level_classes(model, namespace):
-        for name, value in _class_state(cls).items():
+        for name, value in class_state(cls).items():
             if _plain(value) and value == value:
                 found.append(("class", cls.__name__, name, tuple(value) if isinstance(value, list) else value))
     return tuple(found)
@@ -116,11 +116,11 @@ def global_tensors(model: torch.nn.Module, namespace: types.ModuleType | None) -
     read = read_names(model, namespace)
     found = [("global", "", n) for n in sorted(read) if not _identity(n) and isinstance(vars(namespace).get(n), torch.Tensor)]
     for cls in _top_level_classes(model, namespace):
-        found += [("class", cls.__name__, n) for n, v in _class_state(cls).items() if isinstance(v, torch.Tensor)]
+        found += [("class", cls.__name__, n) for n, v in class_state(cls).items() if isinstance(v, torch.Tensor)]
     return tuple(found)
 
 
 def _top_level_classes(model: torch.nn.Module, namespace: types.ModuleType) -> list[type]:
     """The model's own classes that the model file defines at its top level
     (ModelNew finds them there by name)."""
-    return [c for c in _user_classes(model) if vars(namespace).get(c.__name__) is c]
+    return [c for c in user_classes(model) if vars(namespace).get(c.__name__) is c]

@@ -30,15 +30,19 @@ from pathlib import Path
 import torch
 import torch.fx as fx
 
+from lego_core.templating import code_templates
 from lego_core.load import local_modules
 from lego_core.compose.baked_globals import baked_globals, global_tensors
 from lego_core.load.capture import Graph, ValueInfo, dense_order, value_info
+from lego_core.load.module_attributes import baked_attributes, baked_fields
 from lego_core.load.spec import format_override
 from lego_core.tree.subproblem import boundary, function_source, region_graph
 from lego_core.tree.fusion_tree import OrNode
-from lego_core.judge.verify import tolerances
+from lego_core.dtypes import tolerances
 
 RUNTIME = Path(__file__).parent / "templates" / "lego_runtime.py"
+# ModelNew's source is rendered from templates/model_new.py.j2
+_MODEL_NEW = code_templates(Path(__file__).parent / "templates")
 OVERRIDES_SOURCE = Path(__file__).parent.parent / "load" / "overrides.py"  # shipped as lego_overrides.py: stdlib only
 # How ModelNew's forward runs until a measurement chooses (``lego_core.judge.end_to_end.launch``):
 # the plan, launched directly (the only choice on a CPU).
@@ -256,84 +260,6 @@ def model_source(graph: Graph, items: list[OrNode], problem, run_id: str, kernel
     return "".join(parts)
 
 
-_PLAIN = (bool, int, float, str, type(None))
-# nn.Module's own bookkeeping attributes (hook flags), not the user's
-_MODULE_INTERNALS = frozenset(vars(torch.nn.Module())) | {"training"}
-
-
-def _plain(value) -> bool:
-    """Whether ``value`` is a setting torch.export may bake: a bool, int,
-    float, short str or None, or a short tuple, list or dict of them (a
-    dict's keys plain scalars; a module's ``self.hparams = {"shift": 0.5}``)."""
-    if isinstance(value, (tuple, list)):
-        return len(value) <= 16 and all(_plain(v) for v in value)
-    if type(value) is dict:
-        return len(value) <= 64 and all(isinstance(k, _PLAIN) and _plain(v) for k, v in value.items())
-    return isinstance(value, _PLAIN) and (not isinstance(value, str) or len(value) <= 200)
-
-
-def baked_attributes(model: torch.nn.Module, created: list[str] | tuple = ()) -> tuple:
-    """``((module path, name, value), ...)``: every plain attribute (bool,
-    int, float, str, None, short tuples of them) of ``model`` and its
-    submodules, as ``torch.export`` saw them (it bakes the values the
-    forward reads into the graph: a temperature, an ``eps``, a flag).
-    ``optimized_model.py`` keeps them so that ``ModelNew`` notices when one
-    is changed after construction and runs the original forward instead of
-    a plan that still uses the old value (``lego_runtime.forward_mode``).
-    ``created``: attributes (``"path.name"``) the model's first forward
-    created (``Problem.created_attributes``: transformers' flag that it
-    installed its output hooks), left out: a ModelNew whose plan runs never
-    creates them, and their absence is no changed setting."""
-    baked = []
-    skip = set(created)
-    for path, module in model.named_modules():
-        for name, value in vars(module).items():
-            if (f"{path}.{name}" if path else name) in skip:
-                continue
-            if name not in _MODULE_INTERNALS and not name.startswith("_lego") and _plain(value):
-                if isinstance(value, float) and value != value:
-                    continue  # NaN never equals itself: not checkable, and rare as a setting
-                baked.append((path, name, tuple(value) if isinstance(value, list) else value))
-    return tuple(baked)
-
-
-_CONTAINERS = (dict, list, tuple, set, frozenset, str, bytes, type)
-MAX_FIELDS = 256  # plain fields kept per settings object (a Hugging Face config has 40-100)
-
-
-def baked_fields(model: torch.nn.Module, written: list[str] | tuple = ()) -> tuple:
-    """``((module path, attribute, field, value), ...)``: the plain fields of
-    the settings objects ``model``'s modules hold as attributes (a Hugging
-    Face module's ``self.config``, whose ``use_return_dict``,
-    ``output_attentions`` or ``layer_norm_epsilon`` forward reads at call
-    time; an ``argparse.Namespace``; a dataclass of settings), each object
-    once, under the first module that holds it.  torch.export bakes what
-    forward read of them into the graph, so ``ModelNew`` checks them at
-    every call (``lego_runtime.BoundTensors.fields_fit``) and runs the
-    original forward, naming the field, once one changed
-    (``new.gpt.config.output_hidden_states = True``).  Modules, tensors,
-    callables and containers are not settings objects; the object's own
-    public attributes are read from its ``__dict__``, at most
-    :data:`MAX_FIELDS` (a private one is the library's bookkeeping, such as
-    a ``GenerationConfig``'s ``_original_object_hash``, which differs in
-    every instance: guarding it made ModelNew fall back on every call);
-    ``written``: fields (``"path.attribute.field"``) that forward writes
-    without changing its outputs (``Problem.written_fields``), left out."""
-    found, seen, skip = [], set(), set(written)
-    for path, module in model.named_modules():
-        for name, value in vars(module).items():
-            if (name in _MODULE_INTERNALS or name.startswith("_lego") or id(value) in seen or callable(value)
-                    or isinstance(value, (torch.nn.Module, torch.Tensor, *_CONTAINERS, *_PLAIN))
-                    or not isinstance(getattr(value, "__dict__", None), dict)):
-                continue
-            seen.add(id(value))
-            fields = [(field, v) for field, v in vars(value).items()
-                      if not field.startswith("_") and _plain(v) and not (isinstance(v, float) and v != v)]
-            found += [(path, name, field, tuple(v) if isinstance(v, list) else v) for field, v in fields[:MAX_FIELDS]
-                      if ".".join(p for p in (path, name, field) if p) not in skip]
-    return tuple(found)
-
-
 def constant_attributes(graph: Graph, model: torch.nn.Module) -> tuple:
     """``((module path, name, constant placeholder), ...)``: the constants of
     the captured graph (saved in constants.pt) that are plain tensor
@@ -446,126 +372,50 @@ def output_layout(graph: Graph, eager_strides: tuple | None) -> tuple | None:
 
 
 def _model_class(graph: Graph, user_inputs: list[fx.Node], is_tensor: list[bool], body: list[str], layout: dict | None = None) -> str:
+    """Source of ``optimized_model.py``'s ``class ModelNew(Model)`` (``templates/model_new.py.j2``):
+    ``user_inputs`` the graph's input placeholders, ``is_tensor`` which example
+    inputs are tensors, ``body`` the plan's statements (``_forward_body``),
+    ``layout`` as in ``write_output``."""
     # torch.export keeps non-tensor arguments as placeholders in recent
     # versions and drops them (specialised) in older ones
     if len(user_inputs) == len(is_tensor):
         positions = list(range(len(is_tensor)))
     else:
         positions = [k for k, tensor in enumerate(is_tensor) if tensor]
-    names = ", ".join(f"inputs[{k}]" for k in positions)
     updates = list(getattr(graph, "state_updates", ()))
     state_inputs = {u.placeholder: u.target for u in updates if u.placeholder}
     bound = [n for n in graph.placeholders if graph.sources[n.name].kind in ("parameter", "buffer", "constant") and n.name not in state_inputs]
-    has_constants = any(graph.sources[n.name].kind == "constant" for n in bound)
-    lines = [
-        "\n\nclass ModelNew(Model):",
-        '    """The original Model with its forward replaced by the optimized plan (eval mode).',
-        "",
-        "    ``lego_forward`` (``\"plan\"`` or ``\"original\"``), ``lego_cuda_graph`` and",
-        "    ``lego_channels_last`` (the original forward in NHWC memory order) say how",
-        "    the forward runs; their defaults are ``LAUNCH``, chosen by measurement",
-        '    when the model was optimized (report.json, \"launch\")."""',
-        "",
-        '    lego_forward = LAUNCH["forward"]',
-        '    lego_cuda_graph = LAUNCH["cuda_graph"]',
-        '    lego_channels_last = LAUNCH.get("channels_last", False)',
-        f"    _lego_bound_dtypes = {tuple(str(value_info(n).dtype) if value_info(n) is not None else '' for n in bound)!r}  # what the plan was made for",
-        "    _lego_baked = BAKED_ATTRIBUTES",
-        "    _lego_baked_fields = BAKED_FIELDS",
-        "    _lego_baked_globals = BAKED_GLOBALS",
-        "    _lego_global_tensors = GLOBAL_TENSORS",
-        "    _lego_reference = reference_model  # the model file's namespace, where those globals live",
-        "    _lego_constant_attributes = CONSTANT_ATTRIBUTES",
-        "    _lego_lazy_constants = LAZY_CONSTANTS",
-        "    _lego_plan_device = PLAN_DEVICE",
-        "    _lego_state = STATE",
-        "",
-        "    def __init__(self, *args, **kwargs):",
-        "        super().__init__(*args, **kwargs)",
-        "        self.eval()  # the plan implements the inference (eval-mode) forward",
-    ]
-    if has_constants:
-        lines.append('        self._lego_constants = torch.load(_HERE / "constants.pt")')
-    lines += [
-        "        self._lego_bound = lego_runtime.BoundTensors()",
-        "        self._lego_graph = lego_runtime.GraphReplayer()",
-        "        self._lego_nhwc = lego_runtime.ChannelsLastWeights()",
-        "",
-        "    def _apply(self, fn, *args, **kwargs):",
-        "        lego_runtime.GENERATION[0] += 1  # .to()/.cuda()/.half() move tensors: bind and capture again",
-        "        return super()._apply(fn, *args, **kwargs)",
-        "",
-        "    def forward(self, *inputs, **kwargs):",
-        "        if kwargs or len(inputs) != len(INPUTS):  # keyword inputs and defaults, as Model.forward takes them",
-        "            inputs, kwargs = lego_runtime.positional(Model.forward, self, inputs, kwargs, len(INPUTS))",
-        "            if kwargs:  # a **kwargs the plan never saw: the user's own forward",
-        "                lego_runtime.note_forward(self, \"original\", f\"keyword arguments {sorted(kwargs)} the plan was not optimized with\")",
-        "                return super().forward(*inputs, **kwargs)",
-        "        mode = lego_runtime.forward_mode(self, inputs)",
-        '        if mode == "plan":',
-        "            inputs = check_call(self, inputs)  # in the layout the plan was made for",
-        '        elif not self.lego_cuda_graph or self.lego_forward == "plan":',
-        "            return self._lego_original(*inputs)  # the user's own forward, as eager runs it",
-        "        if self.lego_cuda_graph and not STATE:  # a graph replays what it captured: eval only, no state written (lego_runtime.GraphReplayer)",
-        "            out = self._lego_graph(self, inputs)",
-        "            if out is not None:",
-        "                return out",
-        "        return self._lego_run(*inputs)",
-        "",
-        "    def _lego_run(self, *inputs):",
-        '        if self.lego_forward == "original":',
-        "            return self._lego_original(*inputs)",
-        "        return self._lego_plan(*inputs)",
-        "",
-        "    def _lego_original(self, *inputs):",
-        "        if self.lego_channels_last:  # same ops in NHWC memory order (lego_runtime.channels_last_forward)",
-        "            return lego_runtime.channels_last_forward(self, super().forward, inputs, EAGER_OUTPUT_STRIDES)",
-        "        return super().forward(*inputs)",
-        "",
-        "    def _lego_bind(self, device):",
-        '        """The parameters, buffers and constants the plan reads, in placeholder order."""',
-        "        return (",
-    ]
-    for node in bound:
-        src = graph.sources[node.name]
-        if src.kind == "parameter":
-            lines.append(f"            self.get_parameter({src.target!r}),")
-        elif src.kind == "buffer":
-            lines.append(f"            self.get_buffer({src.target!r}),")
-        else:
-            lines.append(f"            self._lego_constants[{node.name!r}].to(device),")
-    lines += [
-        "        )",
-        "",
-        "    def _lego_plan(self, *inputs):",
-    ]
-    if bound:
-        first = f"inputs[{is_tensor.index(True)}].device" if any(is_tensor) else "None"
-        lines.append(f"        {', '.join(n.name for n in bound)}, = self._lego_bound.get(self, {first})")
-    for node in graph.placeholders:
-        if node.name in state_inputs:  # read at every call: forward writes it (STATE)
-            lines.append(f"        {node.name} = lego_runtime.read_state(self, {state_inputs[node.name]!r})")
-    if user_inputs:
-        lines.append(f"        {', '.join(n.name for n in user_inputs)}, = {names},")
     layout = layout or {}
-    if layout.get("channels_last"):
-        for node in user_inputs:
-            info = value_info(node)
-            if info is not None and len(info.shape) == 4:
-                lines.append(f"        {node.name} = lego_runtime.to_channels_last({node.name})  # captured in channels-last (NHWC)")
-    lines += [f"        {line}" for line in body]
-    if updates:  # the new state, written back as eager writes it (in place, or the attribute reassigned)
-        by_name = {n.name: n for n in graph.fx_graph.nodes}
-        lines.append(f"        lego_runtime.write_state(self, STATE, ({''.join(by_name[u.node].name + ', ' for u in updates)}))")
+    by_name = {n.name: n for n in graph.fx_graph.nodes}
     out = getattr(graph, "user_outputs", graph.output_nodes)
     strides = output_layout(graph, layout.get("output_strides"))
-    if output_spec_text(graph) is not None:  # a tuple, list or dict of tensors, as forward returns them
-        lines.append(f"        return lego_runtime.unflatten_output(({''.join(n.name + ', ' for n in out)}), OUTPUT_SPEC)")
-    elif strides is not None:
-        lines.append(f"        return lego_runtime.with_strides({out[0].name}, {strides!r})  # the layout eager returns")
-    else:
-        lines.append(f"        return {out[0].name}")
-    return "\n".join(lines) + "\n"
+    returns = "structure" if output_spec_text(graph) is not None else "strided" if strides is not None else "tensor"
+    return "\n\n" + _MODEL_NEW.get_template("model_new.py.j2").render(
+        bound_dtypes=repr(tuple(str(value_info(n).dtype) if value_info(n) is not None else "" for n in bound)),
+        has_constants=any(graph.sources[n.name].kind == "constant" for n in bound),
+        bound_tensors=[_bound_tensor(graph, node) for node in bound],
+        bound_names=[n.name for n in bound],
+        bound_device=f"inputs[{is_tensor.index(True)}].device" if any(is_tensor) else "None",
+        state_reads=[(n.name, repr(state_inputs[n.name])) for n in graph.placeholders if n.name in state_inputs],  # forward writes them (STATE)
+        user_inputs=[n.name for n in user_inputs],
+        input_positions=[f"inputs[{k}]" for k in positions],
+        channels_last_inputs=[n.name for n in user_inputs if layout.get("channels_last") and value_info(n) is not None and len(value_info(n).shape) == 4],
+        body=body,
+        state_writes=[by_name[u.node].name for u in updates],  # written back as eager writes them (in place, or the attribute reassigned)
+        returns=returns,
+        outputs=[n.name for n in out],
+        output_strides=repr(strides),
+    )
+
+
+def _bound_tensor(graph: Graph, node: fx.Node) -> str:
+    """How ``ModelNew._lego_bind`` reaches the parameter, buffer or constant of placeholder ``node``."""
+    src = graph.sources[node.name]
+    if src.kind == "parameter":
+        return f"self.get_parameter({src.target!r})"
+    if src.kind == "buffer":
+        return f"self.get_buffer({src.target!r})"
+    return f"self._lego_constants[{node.name!r}].to(device)"
 
 
 CHECKS = '''

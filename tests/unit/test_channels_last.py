@@ -27,7 +27,7 @@ from lego_core import ProblemSpec, optimize
 from lego_core.agents.template.codegen import generate
 from lego_core.load.capture import capture_graph, layout_inputs, use_channels_last
 from lego_core.config import OptimizeConfig
-from lego_core.judge.end_to_end.e2e import load_composed
+from lego_core.judge.end_to_end.shipped import load_composed
 from lego_core.load.problem import load_problem
 from lego_core.judge.inputs import leaf_input_sets, load_module
 from lego_core.tree.fusion.groups import partition

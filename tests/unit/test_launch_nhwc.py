@@ -233,12 +233,12 @@ def test_channels_last_graph_replay_follows_in_place_weight_updates(map_net):
 
 def test_the_composed_models_process_knows_whether_the_model_holds_a_convolution(vector_net):
     """The launch variants are measured in a fresh process that gets the
-    weights, not the modules (``judge.composed.ProblemView``): it must still
+    weights, not the modules (``judge.end_to_end.served.ProblemView``): it must still
     know whether the channels-last variants apply (on the H200 it once failed
     with "'SimpleNamespace' object has no attribute 'modules'")."""
     import types
 
-    from lego_core.judge.process.composed import ProblemView
+    from lego_core.judge.end_to_end.served import ProblemView
 
     module, _ = vector_net
     for model, expected in ((module.Model(*module.get_init_inputs()), True), (torch.nn.Linear(4, 4), False)):

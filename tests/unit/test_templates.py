@@ -516,7 +516,7 @@ def test_template_kernel_verifies(case: Case, tmp_path):
 
 def test_pointwise_sizes_are_not_block_multiples(tmp_path):
     """The bias_gelu case is 1221 elements: not a power of two nor a multiple of the block."""
-    from lego_core.agents.template.codegen import POINTWISE_BLOCK
+    from lego_core.agents.template.pointwise_codegen import POINTWISE_BLOCK
 
     case = next(c for c in POINTWISE_CASES if c.id == "bias_gelu_erf")
     built = build(tmp_path, case.source)
@@ -536,7 +536,7 @@ def test_row_block_is_the_next_power_of_two(tmp_path):
 def test_offsets_past_int32_use_64_bit_program_indices():
     """A long sequence's score matrix (1 x 9 x 16384 x 16384 = 2.4e9 elements)
     overflows int32 offsets: the H200 reported an illegal memory access."""
-    from lego_core.agents.template.codegen import needs_int64_offsets
+    from lego_core.agents.template.pointwise_codegen import needs_int64_offsets
     from lego_core.load.capture import ValueInfo
 
     big = ValueInfo((1, 9, 16384, 16384), torch.bfloat16, (9 * 16384 * 16384, 16384 * 16384, 16384, 1))
@@ -552,12 +552,12 @@ def test_offsets_past_int32_use_64_bit_program_indices():
 def test_64_bit_offsets_compute_the_same_values(case_id, tmp_path, monkeypatch):
     """With the int32 limit lowered so the tiny case counts as huge, the
     generated kernel takes the int64 path and still verifies."""
-    from lego_core.agents.template import codegen
+    from lego_core.agents.template import pointwise_codegen
 
     case = next(c for c in POINTWISE_CASES + ROW_CASES if c.id == case_id)
     built = build(tmp_path, case.source)
     leaf = find_leaf(built, case.kind, case.ops)
-    monkeypatch.setattr(codegen, "INT32_LIMIT", 16)
+    monkeypatch.setattr(pointwise_codegen, "INT32_LIMIT", 16)
     assert "tl.program_id(0).to(tl.int64)" in generate(leaf.sub)
     check_generated(built, leaf)
 
@@ -718,7 +718,7 @@ SQUARE_ROW_CASES = [
 ]
 
 SQUARE_BUG = (  # fixed: kept as the description of what these tests guard
-    "codegen._external_role: in a row group whose iteration shape is [N, N], an input of shape [N] "
+    "pointwise_codegen._external_role: in a row group whose iteration shape is [N, N], an input of shape [N] "
     "(a bias or norm weight, broadcast along the row) has spec.shape == shape[:-1] and is taken for a "
     "per-row scalar ('rowscalar' access): the kernel emits `x_in1 = tl.load(in1_ptr + row)` instead of "
     "`tl.load(in1_ptr + offs_n, mask=mask, other=0.0)`; groups._GroupShape.role_of gives it the right role (vec)"

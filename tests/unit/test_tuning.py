@@ -1,4 +1,4 @@
-"""Per-shape tuning (``lego_core.search.tuning``) and its hook in the search engine.
+"""Per-shape tuning (``lego_core.judge.tuning``) and its hook in the candidate judge.
 
 CPU only (TRITON_INTERPRET=1, fp32, tiny): the timer is a fake injected into
 ``tune_source`` that prices each configuration from a table, so the test is
@@ -29,7 +29,7 @@ from lego_core.load.capture import capture_graph  # noqa: E402
 from lego_core.tree.fusion.attention import find_attention  # noqa: E402
 from lego_core.tree.fusion.gemm import grow_epilogue  # noqa: E402
 from lego_core.judge.inputs import load_module  # noqa: E402
-from lego_core.search import tuning  # noqa: E402
+from lego_core.judge import tuning  # noqa: E402
 from lego_core.tree.subproblem import make_subproblem  # noqa: E402
 from lego_core.judge.verify import verify  # noqa: E402
 
@@ -175,14 +175,16 @@ def test_attention_tuning_keeps_a_verified_kernel(tmp_path):
     assert report.passed, report.reason
 
 
-# ------------------------------------------------------------- the engine hook
+# ------------------------------------------------------------- the judge's hook
 
 
-def _gemm_search(tmp_path):
-    """A Search over the GEMM problem of ``_gemm`` (CPU, fp32) and an OR node holding its GEMM + epilogue group."""
+def _gemm_judge(tmp_path, tune=None):
+    """A CandidateJudge for the GEMM problem of ``_gemm`` (CPU, fp32; ``tune``:
+    tuning forced on or off, None: as a run decides) and an OR node holding
+    its GEMM + epilogue group."""
     from lego_core.config import OptimizeConfig
-    from lego_core.search.engine import Search
-    from lego_core.tree.fusion_tree import OrNode, build_tree
+    from lego_core.judge.candidate import CandidateJudge
+    from lego_core.tree.fusion_tree import OrNode
 
     sub, _, _ = _gemm(tmp_path)
     source = gemm_tests.problem_source("return x + F.gelu(self.fc(x))", "torch.randn(40, 40)", gemm_tests.linear(40, 40))
@@ -193,8 +195,8 @@ def _gemm_search(tmp_path):
     work = tmp_path / "work"
     work.mkdir(exist_ok=True)
     config = OptimizeConfig(cache=False, verify_seeds=gemm_tests.SEEDS)
-    search = Search(build_tree(graph), activations, parameters, TemplateAgent(), config, torch.float32, "cpu", work, events.append)
-    return search, events, OrNode("or_tune", sub, None)
+    judge = CandidateJudge(activations, parameters, config, torch.float32, "cpu", work, events.append, tune=tune)
+    return judge, events, OrNode("or_tune", sub, None)
 
 
 def _candidate(node):
@@ -209,11 +211,11 @@ def test_engine_hook_is_inert_on_cpu(tmp_path, monkeypatch):
         raise AssertionError("tuning ran on a CPU search")
 
     monkeypatch.setattr(tuning, "tune_source", never)
-    search, events, node = _gemm_search(tmp_path)
-    assert not search.tune  # device "cpu": nothing is measured, nothing tuned
+    judge, events, node = _gemm_judge(tmp_path)
+    assert not judge.tune  # device "cpu": nothing is measured, nothing tuned
     cand = _candidate(node)
     before = cand.source
-    search._check(node, cand)
+    judge.judge(node, cand)
     assert cand.usable and cand.source == before and cand.time_kind == "estimated"
     assert not any(getattr(e, "agent", "") == "tuner" for e in events)
 
@@ -222,18 +224,17 @@ def test_engine_hook_bakes_the_tuned_config_or_keeps_the_default(tmp_path, monke
     """With tuning on (as on a GPU run; timing replaced by the cost model here): the
     tuned source is verified and kept; a tuned source that fails verification and a
     tuner that raises both leave the default configuration, noted in the transcript."""
-    search, events, node = _gemm_search(tmp_path)
-    search.tune = True
+    judge, events, node = _gemm_judge(tmp_path, tune=True)
     cand = _candidate(node)
     default = tuning.default_config(cand.source)
     faster = {**default, "num_stages": default["num_stages"] + 1}
 
     def fake(source, input_sets, load=None, **kwargs):
-        load(source)  # the engine's loader imports it
+        load(source)  # the judge's loader imports it
         return tuning.TuneResult(tuning.with_config(source, faster, "fake"), default, faster, [(default, 2.0, ""), (faster, 1.0, "")], 0.1)
 
     monkeypatch.setattr(tuning, "tune_source", fake)
-    search._check(node, cand)
+    judge.judge(node, cand)
     assert cand.usable and tuning.default_config(cand.source) == faster and "# tuned: fake" in cand.source
     tuner = [e.content for e in events if getattr(e, "agent", "") == "tuner"]
     assert tuner and "tuned" in tuner[-1] and "2.0000 ms" in tuner[-1]
@@ -241,7 +242,7 @@ def test_engine_hook_bakes_the_tuned_config_or_keeps_the_default(tmp_path, monke
     broken = {**default, "BLOCK_M": 24}  # the launch raises: verification fails
     monkeypatch.setattr(tuning, "tune_source", lambda source, sets, **kw: tuning.TuneResult(tuning.with_config(source, broken, "fake"), default, broken, [], 0.1))
     cand = _candidate(node)
-    search._check(node, cand)
+    judge.judge(node, cand)
     assert cand.usable and tuning.default_config(cand.source) == default
     assert any("the tuned configuration failed verification" in getattr(e, "content", "") for e in events)
 
@@ -250,7 +251,7 @@ def test_engine_hook_bakes_the_tuned_config_or_keeps_the_default(tmp_path, monke
 
     monkeypatch.setattr(tuning, "tune_source", boom)
     cand = _candidate(node)
-    search._check(node, cand)
+    judge.judge(node, cand)
     assert cand.usable and tuning.tunable(cand.source)
     assert any("tuning failed (RuntimeError: out of resources); keeping the default" in getattr(e, "content", "") for e in events)
 

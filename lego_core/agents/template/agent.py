@@ -1,7 +1,7 @@
 """The template agent: matches a sub-problem to a kernel template and fills it in.
 
 Offline and deterministic; it needs no network.  It handles fusion groups of
-kind ``pointwise``, ``row_reduction`` (see ``codegen``), ``gemm_epilogue``
+kind ``pointwise``, ``row_reduction`` (see ``pointwise_codegen``), ``gemm_epilogue``
 (see ``gemm_codegen``; the groups come from ``fusion.gemm``) and ``attention``
 (see ``attention_codegen``; the groups come from ``fusion.attention``),
 ``depthwise_conv1d`` and ``scan`` (see ``sequence_codegen``; the groups come
@@ -12,8 +12,9 @@ short log of what it matched and which configuration it chose.
 from __future__ import annotations
 
 from lego_core.agents.base import Proposal, split_time_to_beat
-from lego_core.agents.template.codegen import generate, kernel_name, launch_config
+from lego_core.agents.template.codegen import generate, launch_config
 from lego_core.agents.template.expressions import Unsupported
+from lego_core.agents.template.kernel_source import kernel_name
 from lego_core.tree.subproblem import SubProblem
 
 TEMPLATE_KINDS = ("pointwise", "row_reduction", "gemm_epilogue", "conv_bn", "attention", "depthwise_conv1d", "scan")

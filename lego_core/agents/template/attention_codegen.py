@@ -29,7 +29,7 @@ into one factor on the host).  When N is a multiple of BLOCK_N (constexpr
 ``generate(sp)`` returns the file's source; ``attention_tiles(d, dtype, m, n)``
 the default tile configuration (the file's ``CONFIG``);
 ``attention_tune_configs`` the candidates the file offers as ``TUNE_CONFIGS``
-(timed at search time on a GPU by ``lego_core.search.tuning``);
+(timed at search time on a GPU by ``lego_core.judge.tuning``);
 ``launch_config(group)`` one line for transcripts.
 """
 from __future__ import annotations
@@ -39,10 +39,10 @@ import math
 
 import torch
 
-from lego_core.agents.template.codegen import _TEMPLATES, kernel_name, triton_next_pow2
+from lego_core.agents.template.kernel_source import kernel_name, operand_names, render, triton_next_pow2
 from lego_core.agents.template.expressions import Unsupported
-from lego_core.tree.subproblem import SubProblem
 from lego_core.agents.template.rounding import complete_file
+from lego_core.tree.subproblem import SubProblem
 
 MAX_HEAD_DIM = 256
 
@@ -82,7 +82,7 @@ def attention_tiles(d: int, dtype: torch.dtype, m: int, n: int) -> AttentionTile
     return _fit(*TILE_TABLE[(key, dtype.itemsize == 2)], m, n)
 
 
-# Candidates timed at search time on a GPU (``lego_core.search.tuning``), per (max padded
+# Candidates timed at search time on a GPU (``lego_core.judge.tuning``), per (max padded
 # head dim, 16-bit?): (BLOCK_M, BLOCK_N, num_warps, num_stages), after the Hopper
 # configurations of Triton's tutorial 06 (BLOCK_M in {64, 128}, BLOCK_N in {32, 64, 128},
 # 4 or 8 warps, 2-4 stages), pruned to eight per head dim and dtype: 8 warps only for
@@ -156,25 +156,28 @@ def generate(sp: SubProblem) -> str:
         raise Unsupported(f"head dim {max(s.d, s.dv)} > {MAX_HEAD_DIM}")
     if any(spec is None for spec in sp.input_specs + sp.output_specs) or len(sp.outputs) != 1:
         raise Unsupported("the inputs and the one output must be tensors")
-    names = {node.name: f"in{k}" for k, node in enumerate(sp.inputs)}
+    names = dict(zip((node.name for node in sp.inputs), operand_names(sp.inputs)))
     out = sp.output_specs[0]
     tiles = attention_tiles(max(s.d, s.dv), s.dtype, s.m, s.n)
     mask_kind = {"none": 0, "add": 1, "keep": 2, "fill": 3}[s.mask_kind]
     causal_hint = s.mask is not None and not s.causal and s.mask_shape[-2:] == (s.m, s.n) and math.prod(s.mask_shape[:-2]) == 1
     causal_hint = causal_hint and (s.mask_kind == "add" or s.fill == -math.inf)
-    return _TEMPLATES.get_template("attention_kernel_file.py.j2").render(
+    return render(
+        "attention_kernel_file.py.j2",
         title=f"Triton kernel for sub-problem {sp.id}: {sp.label}",
         label=sp.label,
         module_path=sp.module_path,
         ops=sp.ops,
         shape_text=f"B={s.b} H={s.h} M={s.m} N={s.n} D={s.d} Dv={s.dv}, {str(s.dtype).removeprefix('torch.')}, {s.form} form",
         inputs_text=", ".join(f"{names[n.name]} {spec.describe()}" for n, spec in zip(sp.inputs, sp.input_specs)),
-        outputs_text=f"out0 {out.describe()}",
+        outputs_text=f"out {out.describe()}",
         kernel_name=kernel_name(sp) + "_attention_kernel",
         output_decl=f"({tuple(out.shape)}, {tuple(out.stride)}, {out.dtype})",
         q_map=repr(s.q_map.coeffs), k_map=repr(s.k_map.coeffs), v_map=repr(s.v_map.coeffs), out_map=repr(s.out_map.coeffs),
         mask_target=repr(tuple(s.mask_target)),
-        causal_hint=repr(bool(causal_hint)),
+        causal_hint=bool(causal_hint),
+        has_mask=s.mask is not None,
+        may_be_causal=bool(s.causal or causal_hint),
         fill_kind=repr(s.mask_kind == "fill"),
         launch_args=[names[n.name] for n in sp.inputs],
         q_arg=names[s.q.name], k_arg=names[s.k.name], v_arg=names[s.v.name],
@@ -186,7 +189,7 @@ def generate(sp: SubProblem) -> str:
         m=s.m, n=s.n, d=s.d, dv=s.dv, b=s.b, h=s.h,
         scale=_float(s.scale), post_scale=_float(s.post_scale), fill=_float(s.fill),
         q_rep=s.q_map.rep, k_rep=s.k_map.rep, v_rep=s.v_map.rep,
-        zero_empty=repr(bool(s.zero_empty_rows)), post=repr(s.post_scale != 1.0),
+        zero_empty=bool(s.zero_empty_rows),
         block_d=max(16, triton_next_pow2(s.d)), block_dv=max(16, triton_next_pow2(s.dv)),
-        ieee=repr(s.dtype == torch.float32),
+        ieee=s.dtype == torch.float32,
     )  # fmt: skip

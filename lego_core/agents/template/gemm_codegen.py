@@ -26,7 +26,7 @@ through its captured strides; ``tl.store`` casts to its dtype.
 one line for transcripts; ``gemm_tiles(m, n, k, dtype)`` the default
 configuration (the file's ``CONFIG``), ``gemm_tune_configs`` the candidates
 the file offers as ``TUNE_CONFIGS`` (timed at search time on a GPU by
-``lego_core.search.tuning``, which rewrites ``CONFIG`` with the fastest).
+``lego_core.judge.tuning``, which rewrites ``CONFIG`` with the fastest).
 Unsupported is raised for a group that is not a legal GEMM epilogue.
 """
 from __future__ import annotations
@@ -37,13 +37,12 @@ import math
 import torch
 import torch.fx as fx
 
-from lego_core.agents.template.codegen import _TEMPLATES, _args, _is_contiguous, kernel_name, triton_next_pow2
 from lego_core.agents.template.expressions import POINTWISE, Unsupported
-from lego_core.agents.template.rounding import round_store
+from lego_core.agents.template.kernel_source import call_arguments, is_contiguous, kernel_name, operand_names, output_names, outputs_decl, render, triton_next_pow2
+from lego_core.agents.template.rounding import complete_file, round_store
 from lego_core.load.capture import ValueInfo, op_name, value_info
 from lego_core.tree.fusion.gemm import VIEW_OPS, gemm_epilogue_group, gemm_operands, value_forms
 from lego_core.tree.subproblem import SubProblem
-from lego_core.agents.template.rounding import complete_file
 
 GROUP_M = 8
 
@@ -70,7 +69,7 @@ def gemm_tiles(m: int, n: int, k: int, dtype: torch.dtype) -> Tiles:
     return Tiles(block_m, block_n, block_k, num_warps, num_stages=3)
 
 
-# Candidates timed at search time on a GPU (``lego_core.search.tuning``): (BLOCK_M,
+# Candidates timed at search time on a GPU (``lego_core.judge.tuning``): (BLOCK_M,
 # BLOCK_N, BLOCK_K, num_warps, num_stages), after the Hopper configurations of Triton's
 # tutorial 03 and Inductor's mm configs.  16-bit: 128 x 128 and 128 x 256 tiles for large
 # problems, 64-row / 64-column tiles for small M or N (more programs on the 132 SMs);
@@ -137,8 +136,8 @@ class _Access:
     dimensions it varies along).  ``key`` prefixes its stride arguments.
     """
 
-    name: str  # in3 / out0: the pointer is name_ptr
-    key: str
+    name: str  # the tensor's identifier (x, out): the pointer is name_ptr
+    key: str  # name, or name_view<k> for a tensor read in several views: its loaded tile and strides
     spec: ValueInfo
     form: tuple
     kind: str
@@ -185,18 +184,11 @@ def _row_index(lead: tuple, d: int) -> str:
 
 
 def _access(name: str, key: str, spec: ValueInfo, form: tuple) -> _Access:
-    if spec.shape == form and _is_contiguous(spec):
+    if spec.shape == form and is_contiguous(spec):
         return _Access(name, key, spec, form, "flat")
     padded = (1,) * (len(form) - len(spec.shape)) + tuple(spec.shape)
     dims = tuple(d for d, (size, full) in enumerate(zip(padded, form)) if size != 1 and full != 1)
     return _Access(name, key, spec, form, "strided", dims)
-
-
-def _load(access: _Access, var: str) -> str:
-    is_bool = access.spec.dtype == torch.bool
-    mask = access.mask()
-    text = f"tl.load({access.address()}, mask={mask}, other={'0' if is_bool else '0.0'})" if mask else f"tl.load({access.address()})"
-    return f"{var} = ({text} != 0)" if is_bool else f"{var} = {text}.to(tl.float32)"
 
 
 # --------------------------------------------------------------------------
@@ -218,12 +210,12 @@ def generate(sp: SubProblem) -> str:
     for spec, what in [(s, "input") for s in sp.input_specs] + [(s, "output") for s in sp.output_specs]:
         if spec is None:
             raise Unsupported(f"an {what} is not a single tensor")
-    names = {node.name: f"in{k}" for k, node in enumerate(sp.inputs)}
+    names = dict(zip((node.name for node in sp.inputs), operand_names(sp.inputs, {f"v_{n.name}" for n in sp.nodes})))
     reads = _epilogue_reads(sp, names)
-    writes = [_access(f"out{k}", f"out{k}", spec, tuple(spec.shape)) for k, spec in enumerate(sp.output_specs)]
+    writes = [_access(name, name, spec, tuple(spec.shape)) for name, spec in zip(output_names(len(sp.outputs)), sp.output_specs)]
     m, n, k, dtype = _sizes(group.nodes[0])
-    body = _program_lines() + _matmul_lines(sp, names, dtype) + _epilogue_lines(sp, reads, writes)
-    return _render(sp, names, reads, writes, body, (m, n, k), gemm_tiles(m, n, k, dtype), gemm_tune_configs(m, n, k, dtype))
+    compute, stored = _epilogue_lines(sp, reads, writes)
+    return _render(sp, names, reads, writes, compute, stored, (m, n, k), dtype, gemm_tiles(m, n, k, dtype), gemm_tune_configs(m, n, k, dtype))
 
 
 def _forms(sp: SubProblem) -> dict[str, tuple]:
@@ -253,63 +245,19 @@ def _epilogue_reads(sp: SubProblem, names: dict[str, str]) -> dict[tuple, _Acces
             continue
         name = names[arg.name]
         several = len(per_input[arg.name]) > 1
-        key = f"{name}_v{per_input[arg.name].index(form)}" if several else name
+        key = f"{name}_view{per_input[arg.name].index(form)}" if several else name
         reads[(arg.name, form)] = _access(name, key, value_info(arg), form)
     return reads
 
 
-def _program_lines() -> list[str]:
-    return [
-        "# program id -> tile, in groups of GROUP_M tile rows (L2 reuse of B, as in tutorial 03)",
-        "pid = tl.program_id(0)",
-        "num_pid_m = tl.cdiv(M, BLOCK_M)",
-        "num_pid_n = tl.cdiv(N, BLOCK_N)",
-        "num_pid_in_group = GROUP_M * num_pid_n",
-        "first_pid_m = (pid // num_pid_in_group) * GROUP_M",
-        "group_size_m = min(num_pid_m - first_pid_m, GROUP_M)",
-        "pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)",
-        "pid_n = (pid % num_pid_in_group) // group_size_m",
-        "offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)",
-        "offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)",
-        "offs_k = tl.arange(0, BLOCK_K)",
-    ]
-
-
-def _matmul_lines(sp: SubProblem, names: dict[str, str], dtype: torch.dtype) -> list[str]:
-    a, b, _ = gemm_operands(sp.group.nodes[0])
-    precision = ', input_precision="ieee"' if dtype == torch.float32 else ""
-    return [
-        "# A @ B: rows / columns past M / N wrap around (never stored), k is masked",
-        "offs_am = offs_m % M",
-        "offs_bn = offs_n % N",
-        f"a_ptrs = {names[a.name]}_ptr + offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak",
-        f"b_ptrs = {names[b.name]}_ptr + offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn",
-        "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
-        "for k in range(0, K, BLOCK_K):",
-        "    k_mask = offs_k < K - k",
-        "    a = tl.load(a_ptrs, mask=k_mask[None, :], other=0.0)",
-        "    b = tl.load(b_ptrs, mask=k_mask[:, None], other=0.0)",
-        f"    acc = tl.dot(a, b, acc{precision})",
-        "    a_ptrs += BLOCK_K * stride_ak",
-        "    b_ptrs += BLOCK_K * stride_bk",
-    ]
-
-
-def _epilogue_lines(sp: SubProblem, reads: dict[tuple, _Access], writes: list[_Access]) -> list[str]:
-    """Loads of the epilogue's outside tensors, its ops on the fp32 tile, the stores."""
-    lines = [
-        "# epilogue, on the fp32 tile",
-        "mask_m = offs_m < M",
-        "mask_n = offs_n < N",
-        "mask = mask_m[:, None] & mask_n[None, :]",
-    ]
-    variables = {}
-    for (arg_name, form), access in reads.items():
-        variables[(arg_name, form)] = f"x_{access.key}"
-        lines.append(_load(access, f"x_{access.key}"))
+def _epilogue_lines(sp: SubProblem, reads: dict[tuple, _Access], writes: list[_Access]) -> tuple[list[str], list[str]]:
+    """The epilogue's ops on the fp32 tile (the outside tensors loaded as
+    their keys), and the value each output stores."""
     forms = _forms(sp)
+    variables = {pair: access.key for pair, access in reads.items()}
     gemm = sp.group.nodes[0]
     env: dict[str, str] = {gemm.name: "acc"}
+    lines = []
     _, _, bias = gemm_operands(gemm)
     if bias is not None:
         lines.append(f"v_{gemm.name} = acc + {variables[(bias.name, forms[gemm.name])]}  # addmm bias")
@@ -324,38 +272,40 @@ def _epilogue_lines(sp: SubProblem, reads: dict[tuple, _Access], writes: list[_A
                 env[arg.name] = variables[(arg.name, forms[node.name])]
         if name not in POINTWISE:
             raise Unsupported(name)
-        lines.append(f"v_{node.name} = {POINTWISE[name](node, _args(node, env))}  # {name}")
+        lines.append(f"v_{node.name} = {POINTWISE[name](node, call_arguments(node, env))}  # {name}")
         env[node.name] = f"v_{node.name}"
-    lines.append("# store every output (tl.store casts to its dtype)")
-    for access, node, spec in zip(writes, sp.outputs, sp.output_specs):
-        value = round_store(env[node.name], f"{access.name}_ptr", spec.dtype)
-        lines.append(f"tl.store({access.address()}, {value}, mask=mask)")
-    return lines
+    stored = [round_store(env[node.name], f"{access.name}_ptr", spec.dtype) for access, node, spec in zip(writes, sp.outputs, sp.output_specs)]
+    return lines, stored
 
 
-def _render(sp: SubProblem, names, reads, writes, body, sizes, tiles: Tiles, configs: list[Tiles]) -> str:
+def _render(sp: SubProblem, names, reads, writes, compute, stored, sizes, dtype: torch.dtype, tiles: Tiles, configs: list[Tiles]) -> str:
+    """The kernel file: the values the template needs, then the template."""
     m, n, k = sizes
-    name = kernel_name(sp) + "_kernel"
     a, b, _ = gemm_operands(sp.group.nodes[0])
     a_name, b_name = names[a.name], names[b.name]
-    strided = [r for r in reads.values() if r.kind == "strided" and r.dims] + [w for w in writes if w.kind == "strided"]
+    strided_reads = [r for r in reads.values() if r.kind == "strided" and r.dims]
+    strided_writes = [(j, w) for j, w in enumerate(writes) if w.kind == "strided"]
     prepare = [
         f"M, N, K = {m}, {n}, {k}  # A [M, K] @ B [K, N], as captured",
         "cfg = dict(CONFIG)",
     ]
     for flat in dict.fromkeys(access.name for access in reads.values() if access.kind == "flat"):
         prepare.append(f"{flat} = {flat}.contiguous()  # read with flat offsets")
-    for access in strided:
-        source = f"_strides({access.name}, {access.form})" if access.name.startswith("in") else f"out[{access.name[3:]}].stride()"
-        prepare.append(f"{access.key}_strides = {source}")
+    for access in strided_reads:
+        prepare.append(f"{access.key}_strides = _strides({access.name}, {access.form})")
+    for j, access in strided_writes:
+        prepare.append(f"{access.key}_strides = out[{j}].stride()")
     prepare.append('grid = (triton.cdiv(M, cfg["BLOCK_M"]) * triton.cdiv(N, cfg["BLOCK_N"]),)')
+    strided = strided_reads + [w for _, w in strided_writes]
     call = [names[node.name] for node in sp.inputs] + [f"out[{j}]" for j in range(len(writes))]
     call += ["M", "N", "K", f"{a_name}.stride(0)", f"{a_name}.stride(1)", f"{b_name}.stride(0)", f"{b_name}.stride(1)"]
     for access in strided:
         call += [f"{access.key}_strides[{d}]" for d in access.dims]
+    loads = [{"name": r.key, "address": r.address(), "mask": r.mask(), "bool": r.spec.dtype == torch.bool} for r in reads.values()]
+    stores = [{"address": w.address(), "value": value} for w, value in zip(writes, stored)]
     shape = tuple(sp.group.shape)
-    outputs_decl = "(" + "".join(f"({tuple(s.shape)}, {tuple(s.stride)}, {s.dtype}), " for s in sp.output_specs) + ")"
-    return _TEMPLATES.get_template("gemm_kernel_file.py.j2").render(
+    return render(
+        "gemm_kernel_file.py.j2",
         title=f"Triton kernel for sub-problem {sp.id}: {sp.label}",
         label=sp.label,
         module_path=sp.module_path,
@@ -363,18 +313,23 @@ def _render(sp: SubProblem, names, reads, writes, body, sizes, tiles: Tiles, con
         shape_text=f"[{m}, {k}] @ [{k}, {n}], epilogue over {list(shape)}",
         shape_tuple=repr(shape),
         inputs_text=", ".join(f"{names[node.name]} {spec.describe()}" for node, spec in zip(sp.inputs, sp.input_specs)),
-        outputs_text=", ".join(f"out{j} {s.describe()}" for j, s in enumerate(sp.output_specs)),
-        kernel_name=name,
+        outputs_text=", ".join(f"{w.name} {s.describe()}" for w, s in zip(writes, sp.output_specs)),
+        kernel_name=kernel_name(sp) + "_kernel",
         pointers=[f"{names[node.name]}_ptr" for node in sp.inputs] + [f"{w.name}_ptr" for w in writes],
         strides=[access.stride_args() for access in strided],
-        body=body,
-        outputs_decl=outputs_decl,
+        a_name=a_name,
+        b_name=b_name,
+        ieee=dtype == torch.float32,
+        loads=loads,
+        compute=compute,
+        stores=stores,
+        outputs_decl=outputs_decl(sp.output_specs),
         launch_args=[names[node.name] for node in sp.inputs],
         device_arg=names[sp.inputs[0].name],
         flat_outputs=[j for j, w in enumerate(writes) if w.kind == "flat"],
         prepare=prepare,
         call_args=call,
-        meta=[f"GROUP_M={GROUP_M}", "**cfg"],
+        group_m=GROUP_M,
         config=repr(_config(tiles)),
         tune_configs="[\n    " + ",\n    ".join(repr(_config(t)) for t in configs) + ",\n]",
     )  # fmt: skip

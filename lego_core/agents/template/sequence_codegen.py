@@ -8,8 +8,10 @@ along C when C is the contiguous dimension).  Every boundary tensor is
 read through its own strides (pointwise operands through their strides
 broadcast to S), so the transposes around a conv1d and a cumsum over a
 strided dim cost no copies; outputs are written through the captured
-strides.  Pointwise ops are emitted by the pointwise template's emitters
-(``codegen._emit_nodes``, ``expressions.POINTWISE``); everything is fp32.
+strides.  Pointwise ops are emitted by ``kernel_source.pointwise_lines``
+(``expressions.POINTWISE``); everything is fp32.  The kernel bodies are
+``templates/depthwise_conv1d_kernel_file.py.j2`` and
+``templates/scan_kernel_file.py.j2`` (both extend ``sequence_kernel_file.py.j2``).
 
 - *depthwise conv1d*: one program per tile, grid (T / BLOCK_T, R / BLOCK_R).
   y[b, c, t] = bias[c] + sum_k w[c, 0, k] * x[b, c, t + start - pad + k]
@@ -30,15 +32,13 @@ strides.  Pointwise ops are emitted by the pointwise template's emitters
 from __future__ import annotations
 
 import math
-import types
 
-from lego_core.agents.template.codegen import _TEMPLATES, _emit_nodes, _load, kernel_name, triton_next_pow2
+from lego_core.agents.template.kernel_source import kernel_name, operand_names, output_names, outputs_decl, pointwise_lines, render, triton_next_pow2
 from lego_core.agents.template.expressions import Unsupported
-from lego_core.agents.template.rounding import round_store
+from lego_core.agents.template.rounding import complete_file, round_store
 from lego_core.load.capture import op_name
 from lego_core.tree.fusion.sequence import depthwise_conv1d_spec, scan_spec
 from lego_core.tree.subproblem import SubProblem
-from lego_core.agents.template.rounding import complete_file
 
 TILE_ELEMENTS = 2048  # elements per [BLOCK_T, BLOCK_R] tile
 MIN_PROGRAMS = 264  # scan: at least about two programs per SM of an H100/H200 (132 SMs) where the columns allow
@@ -64,16 +64,12 @@ def tiles(kind: str, shape: tuple, time_dim: int, time_contiguous: bool) -> tupl
     return block_t, block_r, 4
 
 
-def _column_lines(shape: tuple, time_dim: int) -> list[str]:
-    """``i<d>`` ([BLOCK_R] vectors) for every dim but time, from the flat column index ``r``."""
+def _columns(shape: tuple, time_dim: int) -> list[dict]:
+    """How ``i<d>`` ([BLOCK_R] vectors) follows for every dim but time from the
+    flat column index ``r``, innermost first: ``size`` for ``rest % size``
+    (None for the outermost, which takes what is left)."""
     cols = [d for d in range(len(shape)) if d != time_dim]
-    lines = ["rest = r"]
-    for pos, d in enumerate(reversed(cols)):
-        if pos == len(cols) - 1:
-            lines.append(f"i{d} = rest")
-        else:
-            lines += [f"i{d} = rest % {shape[d]}", f"rest = rest // {shape[d]}"]
-    return lines
+    return [{"dim": d, "size": None if pos == len(cols) - 1 else shape[d]} for pos, d in enumerate(reversed(cols))]
 
 
 def _index(shape: tuple, time_dim: int) -> dict[int, str]:
@@ -81,11 +77,11 @@ def _index(shape: tuple, time_dim: int) -> dict[int, str]:
 
 
 def _address(name: str, ix: dict[int, str]) -> str:
-    return f"{name}_ptr + " + " + ".join(f"{ix[d]} * {name}_s{d}" for d in sorted(ix))
+    return f"{name}_ptr + " + " + ".join(f"{ix[d]} * {name}_stride_{d}" for d in sorted(ix))
 
 
 class _Kernel:
-    """Operands, stride arguments and launch arguments of one kernel file."""
+    """Operands, stride parameters and launch arguments of one kernel file."""
 
     def __init__(self, sp: SubProblem, shape: tuple):
         for spec, what in [(s, "input") for s in sp.input_specs] + [(s, "output") for s in sp.output_specs]:
@@ -94,64 +90,64 @@ class _Kernel:
         if any(tuple(s.shape) != tuple(shape) for s in sp.output_specs):
             raise Unsupported("an output is not of the iteration shape")
         self.sp, self.shape = sp, tuple(shape)
-        self.local = {n.name: f"in{k}" for k, n in enumerate(sp.inputs)}
-        self.pointers = [f"in{k}_ptr" for k in range(len(sp.inputs))] + [f"out{k}_ptr" for k in range(len(sp.outputs))]
-        self.call = [f"in{k}" for k in range(len(sp.inputs))] + [f"out[{k}]" for k in range(len(sp.outputs))]
+        self.names = operand_names(sp.inputs, {f"v_{n.name}" for n in sp.nodes})
+        self.local = dict(zip((n.name for n in sp.inputs), self.names))
+        self.outputs = output_names(len(sp.outputs))
+        self.pointers = [f"{name}_ptr" for name in self.names + self.outputs]
+        self.call = self.names + [f"out[{k}]" for k in range(len(sp.outputs))]
         self.strides: list[list[str]] = []
         self.stride_calls: list[str] = []
 
-    def stride_args(self, name: str, tensor: str, ndim: int, broadcast: bool) -> None:
-        """Stride parameters ``<name>_s0..`` of ``tensor``: its own, or broadcast to S."""
-        self.strides.append([f"{name}_s{d}" for d in range(ndim)])
-        self.stride_calls.append(f"*_strides({tensor}, ITERATION_SHAPE)" if broadcast else f"*{tensor}.stride()")
+    def stride_params(self, params: list[str], call: str) -> None:
+        """Stride parameters ``params`` of the kernel, passed as ``call`` (one expression per parameter, or a ``*`` unpacking)."""
+        self.strides.append(params)
+        self.stride_calls.append(call)
 
-    def operand_loads(self, names: set[str], ix: dict[int, str], env: dict[str, str]) -> list[str]:
-        """Loads of the boundary inputs in ``names`` over the tile (broadcast strides)."""
-        lines = []
-        for k, (node, spec) in enumerate(zip(self.sp.inputs, self.sp.input_specs)):
+    def operand_loads(self, names: set[str], ix: dict[int, str], env: dict[str, str]) -> list[dict]:
+        """Loads of the boundary inputs in ``names`` over the tile, through their strides broadcast to S."""
+        loads = []
+        for node, spec, name in zip(self.sp.inputs, self.sp.input_specs, self.names):
             if node.name not in names:
                 continue
-            self.stride_args(f"in{k}", f"in{k}", len(self.shape), True)
-            lines.append(f"x_in{k} = {_load(_address(f'in{k}', ix), spec, True)}")
-            env[node.name] = f"x_in{k}"
-        return lines
+            self.stride_params([f"{name}_stride_{d}" for d in range(len(self.shape))], f"*_strides({name}, ITERATION_SHAPE)")
+            loads.append({"name": name, "address": _address(name, ix), "bool": str(spec.dtype) == "torch.bool"})
+            env[node.name] = name
+        return loads
 
-    def stores(self, ix: dict[int, str], env: dict[str, str]) -> list[str]:
-        lines = []
-        for k, node in enumerate(self.sp.outputs):
-            self.stride_args(f"out{k}", f"out[{k}]", len(self.shape), False)
+    def stores(self, ix: dict[int, str], env: dict[str, str]) -> list[dict]:
+        stores = []
+        for k, (node, name) in enumerate(zip(self.sp.outputs, self.outputs)):
+            self.stride_params([f"{name}_stride_{d}" for d in range(len(self.shape))], f"*out[{k}].stride()")
             if node.name not in env:
                 raise Unsupported(f"output {node.name} is not computed in the kernel")
-            value = round_store(env[node.name], f"out{k}_ptr", self.sp.output_specs[k].dtype)
-            lines.append(f"tl.store({_address(f'out{k}', ix)}, {value}, mask=mask)")
-        return lines
+            stores.append({"address": _address(name, ix), "value": round_store(env[node.name], f"{name}_ptr", self.sp.output_specs[k].dtype)})
+        return stores
 
-    def render(self, template: str, how: str, body: list[str], grid: str, block: tuple, time_dim: int, shape_text: str) -> str:
+    def render(self, template: str, how: str, block: tuple, shape_text: str, **body) -> str:
+        """The kernel file from ``templates/<template>``; ``body``: the values its kernel body reads."""
         sp = self.sp
-        outputs_decl = "(" + "".join(f"({tuple(s.shape)}, {tuple(s.stride)}, {s.dtype}), " for s in sp.output_specs) + ")"
-        return _TEMPLATES.get_template("sequence_kernel_file.py.j2").render(
+        return render(
+            template,
             title=f"Triton kernel for sub-problem {sp.id}: {sp.label}",
-            template=template,
             how=how,
             label=sp.label,
             module_path=sp.module_path,
             ops=sp.ops,
             shape_text=shape_text,
             shape_tuple=repr(self.shape),
-            inputs_text=", ".join(f"in{k} {s.describe()}" for k, s in enumerate(sp.input_specs)),
-            outputs_text=", ".join(f"out{k} {s.describe()}" for k, s in enumerate(sp.output_specs)),
-            outputs_decl=outputs_decl,
+            inputs_text=", ".join(f"{name} {s.describe()}" for name, s in zip(self.names, sp.input_specs)),
+            outputs_text=", ".join(f"{name} {s.describe()}" for name, s in zip(self.outputs, sp.output_specs)),
+            outputs_decl=outputs_decl(sp.output_specs),
             block_t=block[0],
             block_r=block[1],
             num_warps=block[2],
             kernel_name=kernel_name(sp) + "_kernel",
             pointers=self.pointers,
             strides=self.strides,
-            stride_note="per dimension of the iteration space, 0 where broadcast; conv operands their own",
-            body=body,
-            launch_args=[f"in{k}" for k in range(len(sp.inputs))],
-            grid=grid,
+            launch_args=self.names,
             call_args=self.call + self.stride_calls,
+            broadcast_strides=any(call.startswith("*_strides(") for call in self.stride_calls),
+            **body,
         )
 
 
@@ -183,53 +179,33 @@ def _generate_conv(sp: SubProblem) -> str:
         if a is not None and a.name not in kern.local:
             raise Unsupported(f"{a.name} is computed inside the group")
     x_spec = sp.input_specs[sp.inputs.index(x)]
-    t_in = x_spec.shape[2]
     n_t, n_r = shape[time_dim], math.prod(shape) // shape[time_dim]
     block = tiles("depthwise_conv1d", shape, time_dim, _time_contiguous(x_spec, 2))
     ix = _index(shape, time_dim)
-    body = [
-        "pid_t = tl.program_id(0)",
-        "pid_r = tl.program_id(1)",
-        "t = pid_t * BLOCK_T + tl.arange(0, BLOCK_T)",
-        "r = pid_r * BLOCK_R + tl.arange(0, BLOCK_R)",
-        f"mask = (t[:, None] < {n_t}) & (r[None, :] < {n_r})",
-        *_column_lines(shape, time_dim),
-        f"c = i{chan_dim}",
-        "# depthwise convolution over time, fp32 accumulation",
-        "acc = tl.zeros([BLOCK_T, BLOCK_R], dtype=tl.float32)",
-    ]
     xs, ws = kern.local[x.name], kern.local[weight.name]
-    kern.stride_args(f"{xs}c", xs, 3, False)
-    kern.stride_args(f"{ws}w", ws, 3, False)
-    offset = spec.start - spec.padding
-    for k in range(spec.kernel_size):
-        body += [
-            f"tin = t[:, None] + {offset + k}",
-            f"w{k} = tl.load({ws}_ptr + c * {ws}w_s0 + {k} * {ws}w_s2, mask=r < {n_r}, other=0.0).to(tl.float32)",
-            f"x{k} = tl.load({xs}_ptr + i0[None, :] * {xs}c_s0 + c[None, :] * {xs}c_s1 + tin * {xs}c_s2,"
-            f" mask=mask & (tin >= 0) & (tin < {t_in}), other=0.0).to(tl.float32)",
-            f"acc += x{k} * w{k}[None, :]",
-        ]
-    if bias is not None:
-        bs = kern.local[bias.name]
-        kern.stride_args(f"{bs}b", bs, 1, False)
-        body.append(f"acc += tl.load({bs}_ptr + c * {bs}b_s0, mask=r < {n_r}, other=0.0).to(tl.float32)[None, :]")
+    bs = kern.local[bias.name] if bias is not None else None
+    # the convolution's operands through their own strides: x [B, C, T_in], weight [C, 1, K], bias [C]
+    kern.stride_params([f"{xs}_stride_b", f"{xs}_stride_c", f"{xs}_stride_t"], f"*{xs}.stride()")
+    kern.stride_params([f"{ws}_stride_c", f"{ws}_stride_k"], f"{ws}.stride(0), {ws}.stride(2)")
+    if bs is not None:
+        kern.stride_params([f"{bs}_stride_c"], f"{bs}.stride(0)")
     env = {spec.view.name: "acc"}
     tail_reads = {a.name for n in spec.tail for a in n.all_input_nodes} & set(kern.local)
-    body.append("# load the tail's operands")
-    body += kern.operand_loads(tail_reads, ix, env)
-    body.append("# pointwise tail")
-    body += _emit_nodes(types.SimpleNamespace(nodes=list(spec.tail)), env, False)
-    body.append("# store")
-    body += kern.stores(ix, env)
+    loads = kern.operand_loads(tail_reads, ix, env)
+    tail = pointwise_lines(list(spec.tail), env)
+    stores = kern.stores(ix, env)
     how = (
         f"Depthwise conv1d (kernel {spec.kernel_size}, padding {spec.padding}, time steps "
         f"[{spec.start}, {spec.start + spec.length}) of the conv output"
         f"{', transposed to [B, T, C]' if spec.permuted else ''}) with its pointwise tail, one tile"
         f" [BLOCK_T, BLOCK_R] of (time, the other dims flattened) per program."
     )
-    grid = f"(triton.cdiv({n_t}, BLOCK_T), triton.cdiv({n_r}, BLOCK_R))"
-    return kern.render("depthwise conv1d", how, body, grid, block, time_dim, f"output {list(shape)}, time dim {time_dim}")
+    return kern.render(
+        "depthwise_conv1d_kernel_file.py.j2", how, block, f"output {list(shape)}, time dim {time_dim}",
+        n_t=n_t, n_r=n_r, t_in=x_spec.shape[2], columns=_columns(shape, time_dim), chan_dim=chan_dim,
+        x=xs, weight=ws, bias=bs, taps=[spec.start - spec.padding + k for k in range(spec.kernel_size)],
+        loads=loads, compute=tail, stores=stores, grid=f"(triton.cdiv({n_t}, BLOCK_T), triton.cdiv({n_r}, BLOCK_R))",
+    )  # fmt: skip
 
 
 def _generate_scan(sp: SubProblem) -> str:
@@ -245,37 +221,24 @@ def _generate_scan(sp: SubProblem) -> str:
     ix = _index(shape, time_dim)
     reads = {a.name for n in sp.nodes for a in n.all_input_nodes} & set(kern.local)
     env: dict[str, str] = {}
-    loop = ["t = t0 + tl.arange(0, BLOCK_T)", f"mask = (t[:, None] < {n_t}) & (r[None, :] < {n_r})", "# load"]
-    loop += kern.operand_loads(reads, ix, env)
-    loop.append("# prologue")
-    loop += _emit_nodes(types.SimpleNamespace(nodes=list(spec.prologue)), env, False)
+    loads = kern.operand_loads(reads, ix, env)
+    prologue = pointwise_lines(list(spec.prologue), env)
     if src.name not in env:
         raise Unsupported(f"the cumsum input {src.name} is not available in the kernel")
-    var = f"v_{spec.cumsum.name}"
-    loop += [
-        f"# {op_name(spec.cumsum)} over dim {time_dim}: within the tile, plus the carry of earlier tiles",
-        f"scan_in = tl.where(mask, {env[src.name]}, 0.0)",
-        f"{var} = tl.cumsum(scan_in, axis=0) + carry[None, :]",
-        "carry += tl.sum(scan_in, axis=0)",
-    ]
+    scanned, var = env[src.name], f"v_{spec.cumsum.name}"
     env[spec.cumsum.name] = var
-    loop.append("# epilogue")
-    loop += _emit_nodes(types.SimpleNamespace(nodes=list(spec.epilogue)), env, False)
-    loop.append("# store")
-    loop += kern.stores(ix, env)
-    body = [
-        "pid_r = tl.program_id(0)",
-        "r = pid_r * BLOCK_R + tl.arange(0, BLOCK_R)",
-        *_column_lines(shape, time_dim),
-        "carry = tl.zeros([BLOCK_R], dtype=tl.float32)",
-        f"for t0 in range(0, {n_t}, BLOCK_T):",
-    ] + [f"    {line}" for line in loop]
+    epilogue = pointwise_lines(list(spec.epilogue), env)
+    stores = kern.stores(ix, env)
     how = (
         f"cumsum over dim {time_dim} ({n_t} steps) with {len(spec.prologue)} prologue and {len(spec.epilogue)} epilogue "
         f"pointwise ops: one program per BLOCK_R of the {n_r} other positions walks time in BLOCK_T steps with an fp32 carry."
     )
-    grid = f"(triton.cdiv({n_r}, BLOCK_R),)"
-    return kern.render("scan", how, body, grid, block, time_dim, f"iteration space {list(shape)}, scanned over dim {time_dim}")
+    return kern.render(
+        "scan_kernel_file.py.j2", how, block, f"iteration space {list(shape)}, scanned over dim {time_dim}",
+        n_t=n_t, n_r=n_r, columns=_columns(shape, time_dim), time_dim=time_dim, cumsum_op=op_name(spec.cumsum),
+        loads=loads, prologue=prologue, scanned=scanned, scan_var=var, epilogue=epilogue, stores=stores,
+        grid=f"(triton.cdiv({n_r}, BLOCK_R),)",
+    )  # fmt: skip
 
 
 def launch_config(group) -> str:
