@@ -44,7 +44,7 @@ class RunStarted(Event):
 @dataclasses.dataclass
 class StageStarted(Event):
     """One pass of the pipeline began (``load``, ``capture``, ``construct``,
-    ``search``, ``compose``, ``verify``); ``total`` counts its work items
+    ``search``, ``compose``, ``verify``, ``launch``); ``total`` counts its work items
     (0 when not known up front: the search's ``Progress`` events carry the
     number of nodes it has queued so far)."""
 
@@ -109,6 +109,28 @@ class NodeStarted(Event):
     node_id: str
     agent: str
     attempt: int = 1
+
+
+NODE_OUTCOMES = ("verified", "failed", "library")  # NodeFinished.outcome
+
+
+@dataclasses.dataclass
+class NodeFinished(Event):
+    """Work on an OR node is over: no retry follows (a finer split may still
+    add smaller nodes under it).  ``outcome`` (one of ``NODE_OUTCOMES``):
+    ``verified``, a kernel candidate of the node passed verification;
+    ``failed``, it has kernel candidates and every one failed verification;
+    ``library``, it has no kernel candidate at all (the agent answered
+    without one, the kernel cache holds "no kernel" for it, the sub-problem
+    is over the memory limit, or a budget ran out while the agent worked),
+    so the node keeps the library (ATen) implementation.  Sent by the search
+    (``lego_core.search.engine``) once per node's finished work, before the
+    ``progress`` event that counts it; a node reusing an equal node's work
+    (``NodeReused`` via ``dedupe``) gets none: it follows that node."""
+
+    type: ClassVar[str] = "node_finished"
+    node_id: str
+    outcome: str
 
 
 @dataclasses.dataclass
@@ -253,6 +275,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         NodeCreated,
         NodeReused,
         NodeStarted,
+        NodeFinished,
         CandidateProposed,
         TranscriptMessage,
         TranscriptChunk,
@@ -275,6 +298,20 @@ def event_from_dict(data: dict[str, Any]) -> Event:
     fields = dict(data)
     cls = EVENT_TYPES[fields.pop("type")]
     return cls(**fields)
+
+
+def thread_safe(sink: Sink) -> Sink:
+    """``sink`` behind a lock of its own: for events sent from several threads
+    (agents, the judge's lane, the relay's call threads)."""
+    import threading
+
+    lock = threading.Lock()
+
+    def locked(event: Event) -> None:
+        with lock:
+            sink(event)
+
+    return locked
 
 
 def null_sink(event: Event) -> None:

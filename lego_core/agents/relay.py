@@ -2,24 +2,25 @@
 
 The optimizer child (``lego_core.runtime.sandbox``) runs in a jail with no network
 and an environment without secrets, so an LLM agent cannot run there: its
-endpoint and API key stay in the parent.  ``AgentServer`` (the parent:
-``lego_core.api``) listens on a Unix socket in a private folder (a file: the
-jail's network namespace does not cut it off; ``lego_core.runtime.jail.for_run``
-mounts the folder named by ``$LEGO_AGENT_RELAY``) and answers each call with
-its agent; ``pool`` (the child: ``OptimizeConfig.agent_pool =
-"lego_core.agents.relay:pool"``) sends the LLM agent's calls through the
-socket and runs the offline template agent locally.
+endpoint and API key stay in the parent; and a caller's own agent pools
+(``OptimizeConfig.agent_pool``, an ``agents.pool.AgentPoolFactory``: the web
+app's Celery fan-out) live in the caller's process, never in the child.
+``AgentServer`` (the parent: ``lego_core.api``) listens on a Unix socket in a
+private folder (a file: the jail's network namespace does not cut it off;
+``lego_core.runtime.jail.for_run`` mounts the folder named by
+``$LEGO_AGENT_RELAY``) and answers each call with the pool it serves for
+that agent; ``RelayPool`` (the child: ``agents.pool.make_pool`` for an agent
+named in ``OptimizeConfig.agent_relay``, through ``relay_pool``) sends the
+calls through the socket.
 
-Protocol, one connection per call (the web app's relay speaks the same):
-the request ``{"agent", "payload", "feedback"}`` (``payload``:
-``agents.payload.sub_to_payload``, rebuilt in the parent by
-``sub_from_payload``, never executed), then the answer ``{"proposal": {...}}``
-or ``{"error": "..."}``.  The key is never in either.
+Protocol, one connection per call: the request ``{"agent", "payload",
+"feedback"}`` (``payload``: ``agents.payload.sub_to_payload``, rebuilt in
+the parent by ``sub_from_payload``, never executed), then the answer
+``{"proposal": {...}}`` or ``{"error": "..."}``.  The key is never in either.
 
-The mechanics of both sides are here once: ``RelayServer`` (the socket, its
+``RelayServer`` holds the mechanics of the parent's side (the socket, its
 threads, the environment the child inherits; a subclass says what a call
-does: ``AgentServer`` here, ``webapp.runs.fanout.AgentRelay`` in the web app)
-and ``exchange`` / ``proposal_of`` (one call from the child).
+does); ``exchange`` / ``proposal_of`` are one call from the child.
 """
 from __future__ import annotations
 
@@ -32,12 +33,12 @@ import tempfile
 import threading
 
 from lego_core.agents.base import Proposal
-from lego_core.agents.pool import LocalAgentPool
 
 RELAY_ENV = "LEGO_AGENT_RELAY"  # the socket's path (lego_core.runtime.jail mounts its folder)
-TIMEOUT_ENV = "LEGO_AGENT_RELAY_TIMEOUT_S"
-DEFAULT_TIMEOUT_S = 3600.0
-NETWORK_AGENTS = ("llm",)  # agents that run in the parent
+TIMEOUT_ENV = "LEGO_AGENT_RELAY_TIMEOUT_S"  # the longest the parent's pools take to answer, in seconds
+DEFAULT_TIMEOUT_S = 3600.0  # the child's wait for an answer when the parent names no timeout
+GRACE_S = 60.0  # the child waits this much longer than the parent's own timeout
+NETWORK_AGENTS = ("llm",)  # agents that run in the parent even without a caller's pools
 
 
 class RelayServer:
@@ -137,20 +138,30 @@ class RelayServer:
 
 
 class AgentServer(RelayServer):
-    """Answers agent calls on a Unix socket with ``agents`` (name -> Agent)."""
+    """Answers agent calls on a Unix socket with ``pools`` (agent name ->
+    ``agents.pool.AgentPool``): each call waits for its pool's proposal in
+    a call thread of its own.  ``timeout_s``: the longest the pools take to
+    answer (seconds; None: unknown), told to the child in
+    ``$LEGO_AGENT_RELAY_TIMEOUT_S``.  The pools stay the caller's: closing
+    the server does not close them."""
 
-    def __init__(self, agents: dict):
-        self.agents = agents
+    def __init__(self, pools: dict, timeout_s: float | None = None):
+        self.pools, self.timeout_s = pools, timeout_s
         super().__init__()
+
+    def environment(self) -> dict[str, str]:
+        extra = {TIMEOUT_ENV: str(float(self.timeout_s))} if self.timeout_s is not None else {}
+        return {**super().environment(), **extra}
 
     def answer(self, request: dict) -> dict:
         from lego_core.agents.payload import sub_from_payload
 
-        agent = self.agents.get(request.get("agent"))
-        if agent is None:
+        pool = self.pools.get(request.get("agent"))
+        if pool is None:
             raise ValueError(f"no agent {request.get('agent')!r} is served here")
         sub = sub_from_payload(request["payload"])  # parsed, never executed
-        return {"proposal": agent.propose(sub, [str(f) for f in request.get("feedback", [])]).to_dict()}
+        proposal = pool.submit(sub, [str(f) for f in request.get("feedback", [])]).result()
+        return {"proposal": proposal.to_dict()}
 
 
 def exchange(sock: socket.socket, path: str, request: dict, timeout_s: float) -> dict:
@@ -200,19 +211,17 @@ class RelayPool:
         self._executor.shutdown(wait=True, cancel_futures=True)
 
 
-def pool(agent_name: str, size: int = 1):
-    """The child's pool for ``agent_name`` (``OptimizeConfig.agent_pool``'s
-    factory): the relay to the parent for agents that need the network
-    (``NETWORK_AGENTS``), a local thread pool for the others.  Raises
-    RuntimeError when a network agent is asked for without ``$LEGO_AGENT_RELAY``."""
-    if agent_name not in NETWORK_AGENTS:
-        from lego_core.agents import make_agent
-
-        return LocalAgentPool(make_agent(agent_name), size)
+def relay_pool(agent_name: str, size: int = 1) -> RelayPool:
+    """The child's pool for ``agent_name``, whose calls the parent answers:
+    a ``RelayPool`` to the socket ``$LEGO_AGENT_RELAY`` names, waiting
+    ``$LEGO_AGENT_RELAY_TIMEOUT_S`` + ``GRACE_S`` seconds for each answer
+    (``DEFAULT_TIMEOUT_S`` when the parent names no timeout).  Raises
+    RuntimeError when ``$LEGO_AGENT_RELAY`` names no socket."""
     path = os.environ.get(RELAY_ENV)
     if not path:
         raise RuntimeError(f"the {agent_name} agent runs in the parent process, but ${RELAY_ENV} names no socket")
-    return RelayPool(agent_name, path, size, float(os.environ.get(TIMEOUT_ENV) or DEFAULT_TIMEOUT_S))
+    timeout = os.environ.get(TIMEOUT_ENV)
+    return RelayPool(agent_name, path, size, float(timeout) + GRACE_S if timeout else DEFAULT_TIMEOUT_S)
 
 
 def read_all(sock: socket.socket) -> bytes:

@@ -3,20 +3,24 @@
 from __future__ import annotations
 
 
-def propose_through_the_pool(model_path: str, overrides: dict, emit) -> list:
+def propose_through_the_relay(model_path: str, overrides: dict, emit) -> dict:
     """In the child (no network): build the model's tree, send every leaf the
-    template agent attempts through CeleryAgentPool, and return, per leaf,
-    ``(local proposal, remote proposal or the error's type and message)``."""
+    template agent attempts through lego_core's agent relay (the pool
+    ``make_pool`` gives a relayed agent), and return, per leaf,
+    ``(local proposal, remote proposal or the error's type and message)``,
+    with the web app's modules the child imported meanwhile (none)."""
+    import sys
+
+    from lego_core.agents.pool import make_pool
     from lego_core.agents.template.agent import TemplateAgent
     from lego_core.load.capture import capture_graph
     from lego_core.load.problem import ProblemSpec, load_problem
     from lego_core.tree.fusion_tree import build_tree
-    from webapp.runs.fanout import CeleryAgentPool
 
     agent = TemplateAgent()
     tree = build_tree(capture_graph(load_problem(ProblemSpec(model_path, overrides))))
     subs = [leaf.sub for leaf in tree.leaves() if agent.can_attempt(leaf.sub)]
-    pool = CeleryAgentPool("template", size=2)
+    pool = make_pool(agent, 2, relayed=("template",))
     try:
         futures = [pool.submit(sub, []) for sub in subs]
         results = []
@@ -26,6 +30,7 @@ def propose_through_the_pool(model_path: str, overrides: dict, emit) -> list:
             except Exception as exc:  # noqa: BLE001 - reported to the test
                 remote = {"error": type(exc).__name__, "message": str(exc)}
             results.append((agent.propose(sub, []).to_dict(), remote))
-        return results
+        return {"results": results, "pool": type(pool).__name__,
+                "webapp_modules": sorted(m for m in sys.modules if m == "webapp" or m.startswith("webapp."))}
     finally:
         pool.close()

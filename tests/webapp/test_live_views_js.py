@@ -108,7 +108,7 @@ SMALL = wire([
     verified("or3", "or3-template-1", passed=False, err=0.5, reason="max abs error 0.5 > 1e-4"),  # 26: failed
     started("or3", attempt=2),  # 27: running again
     said("or3", "agent", "no kernel this time", 3),  # 28
-    ("progress", dict(stage="search", done=2, total=4, message="")),  # 29: back to failed (every kernel failed)
+    ("node_finished", dict(node_id="or3", outcome="failed")),  # 29: back to failed (every kernel failed)
     started("or8"),  # 30
     said("or8", "system", "signature solved before; verifying it again", agent="cache"),  # 31
     proposed("or8", "or8-template-cached"),  # 32
@@ -120,7 +120,7 @@ SMALL = wire([
     leaf("or6", "and5", "fused ln+attn", "sigD"),  # 38
     started("or6"),  # 39
     said("or6", "agent", "no template matches this sub-problem", 5),  # 40
-    ("progress", dict(stage="search", done=4, total=5, message="")),  # 41: or6 library
+    ("node_finished", dict(node_id="or6", outcome="library")),  # 41: or6 library, said by lego_core
     plan(1.5, ["or2", "or4", "or8"]),  # 42
     node("and9", "and", "or3", "finer split"),  # 43
     leaf("or10", "and9", "attn part 1", "sigE"),  # 44
@@ -229,7 +229,7 @@ def test_states_follow_the_events(page):
     assert at(29)["or3"] == "failed"  # the retry gave no kernel: every kernel failed
     assert at(30)["or8"] == "running"
     assert at(35)["or8"] == "verified"
-    assert at(40)["or6"] == "running"
+    assert at(40)["or6"] == "running"  # transcript but no candidate: still running until lego_core says otherwise
     assert at(41)["or6"] == "library"  # the agent answered without a kernel
     assert at(41)["and5"] == "pending"
     assert at(42)["or8"] == "chosen"

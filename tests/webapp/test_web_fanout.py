@@ -2,8 +2,9 @@
 agents worker (``celery worker -Q <agents queue> --pool threads``) on Redis.
 
 First the pool on its own: from this process, and from inside lego_core's
-sandboxed child, which has no network and goes through the AgentRelay's Unix
-socket.  Then whole runs: with an agents worker beside the run worker the
+sandboxed child, which has no network and sees nothing of the web app: its
+calls go through lego_core's agent relay (a Unix socket) to the run's
+``CeleryAgents`` in this process.  Then whole runs: with an agents worker beside the run worker the
 agent calls are really made there (its log and the transcript say so);
 without one the run fails within a bounded time with a message that names
 the queue and how to start a worker.
@@ -19,7 +20,8 @@ from lego_core.load.capture import capture_graph
 from lego_core.load.problem import ProblemSpec, load_problem
 from lego_core.runtime.sandbox import run_in_child
 from lego_core.tree.fusion_tree import build_tree
-from webapp.runs.fanout import AgentRelay, AgentWorkerMissing, CeleryAgentPool
+from lego_core.agents.relay import AgentServer
+from webapp.runs.fanout import AgentWorkerMissing, CeleryAgentPool, CeleryAgents
 
 import fanout_targets
 from test_web_worker import upload, wait_until_done
@@ -73,11 +75,17 @@ def test_the_sandboxed_optimizer_reaches_the_agents_worker_through_the_relay(
     agents_worker, shared_models, tiny_overrides, wait_for
 ):
     proc, log = agents_worker
-    with AgentRelay() as relay:
-        assert os.environ["LEGO_AGENT_RELAY"] == relay.path
-        args = (str(shared_models / MODEL), tiny_overrides(MODEL))
-        results = run_in_child(fanout_targets.propose_through_the_pool, args, timeout_s=120)
+    with CeleryAgents() as agents:
+        pools = {"template": agents("template", 2)}
+        with AgentServer(pools, agents.timeout_s) as relay:  # what lego_core.optimize serves for the run
+            assert os.environ["LEGO_AGENT_RELAY"] == relay.path
+            assert float(os.environ["LEGO_AGENT_RELAY_TIMEOUT_S"]) == agents.timeout_s
+            args = (str(shared_models / MODEL), tiny_overrides(MODEL))
+            child = run_in_child(fanout_targets.propose_through_the_relay, args, timeout_s=120)
+        pools["template"].close()
     assert "LEGO_AGENT_RELAY" not in os.environ and not os.path.exists(relay.path)
+    assert child["pool"] == "RelayPool" and child["webapp_modules"] == []  # the child never imports the web app
+    results = child["results"]
     assert results
     for local, remote in results:
         assert "error" not in remote, remote

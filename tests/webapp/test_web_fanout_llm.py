@@ -4,7 +4,8 @@ its streamed reply and usage reach the run's event log through the relay.
 The agents worker (``celery worker -Q <agents queue> --pool threads``) reads
 ``LEGO_LLM_*`` from its own environment, pointing at the scripted
 chat-completions server of ``tests/unit/llm_server.py`` on 127.0.0.1, which
-streams slowly.  The relay (``AgentRelay(run_id, on_event)``) hands what the
+streams slowly.  The run's agents (``CeleryAgents(run_id, on_event)``, the
+pool factory lego_core's optimize calls in the worker process) hand what the
 worker streams to ``on_event`` while the call is still going; a second call
 of the same run is a repair turn that sees the first reply's file.  The API
 key is in no event and not in the worker's log.
@@ -19,7 +20,7 @@ import pytest
 from lego_core.load.capture import capture_graph
 from lego_core.load.problem import ProblemSpec, load_problem
 from lego_core.tree.fusion_tree import build_tree
-from webapp.runs.fanout import AgentRelay, CeleryAgentPool
+from webapp.runs.fanout import CeleryAgents
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
 from llm_server import ScriptedEndpoint  # noqa: E402
@@ -50,8 +51,8 @@ def test_an_llm_call_on_the_agents_worker_streams_into_the_runs_events(start_wor
                 events.append(data)
                 seen_at.append(time.monotonic())
 
-        with AgentRelay(run_id="run-4711", on_event=on_event):
-            pool = CeleryAgentPool("llm", size=1)
+        with CeleryAgents(run_id="run-4711", on_event=on_event) as agents:
+            pool = agents("llm", 1)
             try:
                 first = pool.submit(sub, [])
                 wait_for(lambda: any(e["type"] == "transcript_chunk" for e in events) or first.done(), 60, "a streamed chunk", log)
@@ -61,8 +62,8 @@ def test_an_llm_call_on_the_agents_worker_streams_into_the_runs_events(start_wor
             finally:
                 pool.close()
         first_run = len(events)  # the budget run's events follow (its call ids start again: another agent)
-        with AgentRelay(run_id="run-4712", on_event=on_event, max_tokens=50):  # the run's budget, set by the relay
-            pool = CeleryAgentPool("llm", size=1)
+        with CeleryAgents(run_id="run-4712", on_event=on_event, max_tokens=50) as agents:  # the run's budget, from its config
+            pool = agents("llm", 1)
             try:
                 capped = pool.submit(sub, []).result(timeout=60)
                 refused = pool.submit(sub, []).result(timeout=60)

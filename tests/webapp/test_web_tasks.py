@@ -9,7 +9,7 @@ import pytest
 from lego_core import ChildCrashed, ProblemError
 from lego_core.events import Progress, RunFailed, RunFinished, StageStarted
 from webapp.runs import execution
-from webapp.runs.fanout import AgentWorkerMissing
+from webapp.runs.fanout import AgentWorkerMissing, CeleryAgents
 from webapp.runs.models import Run
 from webapp.runs.signals import consumes
 from webapp.runs.tasks import optimize_run, propose
@@ -145,31 +145,37 @@ def test_event_numbers_continue_after_existing_events(make_run):
 
 def test_runs_fan_agents_out_to_celery_unless_turned_off(make_run, fake_optimize, settings):
     calls = fake_optimize(lambda spec, out_dir, sink: {})
-    optimize_run(str(make_run().id))
+    fanned_run = make_run()
+    optimize_run(str(fanned_run.id))
     settings.LEGO_AGENT_FANOUT = False
     settings.LEGO_AGENTS = 2
     optimize_run(str(make_run().id))
     (_, _, fanned), (_, _, local) = calls
-    assert (fanned.agent_pool, fanned.agents) == ("webapp.runs.fanout:CeleryAgentPool", 4)
+    assert isinstance(fanned.agent_pool, CeleryAgents) and fanned.agents == 4  # an object, not a name the child imports
+    assert fanned.agent_pool.calls.run_id == str(fanned_run.id)
     assert (local.agent_pool, local.agents) == (None, 2)
 
 
-def test_the_optimizer_reaches_the_relay_only_while_the_run_lasts(make_run, fake_optimize):
-    seen = []
-    fake_optimize(lambda spec, out_dir, sink: seen.append(os.environ.get("LEGO_AGENT_RELAY")) or {})
+def test_the_runs_agents_are_open_only_while_the_run_lasts(make_run, fake_optimize):
+    calls = fake_optimize(lambda spec, out_dir, sink: {})
     optimize_run(str(make_run().id))
-    assert seen[0] and seen[0].endswith("agents.sock")
-    assert "LEGO_AGENT_RELAY" not in os.environ and not os.path.exists(seen[0])
+    (_, _, config), = calls
+    late = config.agent_pool.calls.call("template", {}, [])  # after the run: fails at once, nothing is sent
+    with pytest.raises(RuntimeError, match="the agent pool is closed"):
+        late.result(timeout=1)
 
 
 def test_a_missing_agents_worker_stops_the_run_with_its_message(make_run, fake_optimize, monkeypatch):
     message = "no agents worker took an agent task from the Celery queue 'q' within 1 s"
 
-    class Relay:  # an AgentRelay whose CeleryCalls found no agents worker
+    class Agents:  # a CeleryAgents whose CeleryCalls found no agents worker
         missing = AgentWorkerMissing(message)
 
         def __init__(self, **run):  # run_id, on_event, max_tokens: the run's, as execution passes them
             assert {"run_id", "on_event", "max_tokens"} <= set(run), run
+
+        def __call__(self, agent_name, size):  # an AgentPoolFactory
+            raise AssertionError("the fake optimize makes no pool")
 
         def __enter__(self):
             return self
@@ -177,7 +183,7 @@ def test_a_missing_agents_worker_stops_the_run_with_its_message(make_run, fake_o
         def __exit__(self, *exc_info):
             return None
 
-    monkeypatch.setattr(execution, "AgentRelay", Relay)
+    monkeypatch.setattr(execution, "CeleryAgents", Agents)
 
     def behaviour(spec, out_dir, sink):
         try:

@@ -2,8 +2,9 @@
 
 Used by the Celery task (``webapp.runs.tasks``); nothing here imports or runs
 the uploaded file: ``lego_core.optimize`` does that in a child process.  With
-agent fan-out on, that child's agent calls reach the agents queue through an
-``AgentRelay`` in this process (``fanout.py``).  While the run goes, a
+agent fan-out on, that child's agent calls reach the agents queue through
+the run's ``fanout.CeleryAgents``, which ``optimize`` calls in this process
+(lego_core's agent relay carries the calls out of the child).  While the run goes, a
 ``heartbeat.Heartbeat`` thread proves the worker alive and notices a cancel;
 every way a run ends goes through ``lifecycle.end_run`` (or, for a finished
 run, a conditional update), so a run that was cancelled or reaped meanwhile
@@ -30,7 +31,7 @@ from lego_core.config import SandboxLimits
 from lego_core.events import Event, RunFailed
 from lego_core.load.spec import overrides_from_json
 from webapp.runs import heartbeat, lifecycle, live, server_paths, text_bounds
-from webapp.runs.fanout import AgentRelay, AgentWorkerMissing
+from webapp.runs.fanout import AgentWorkerMissing, CeleryAgents
 from webapp.runs.models import Run, RunEvent
 
 log = logging.getLogger(__name__)
@@ -40,7 +41,6 @@ PROCESS_LOST_MESSAGE = (
     "The worker process running this run died (killed from outside, out of memory, or taken down by the "
     "uploaded code); a run cannot resume. Upload the model again to retry."
 )
-FANOUT_POOL = "webapp.runs.fanout:CeleryAgentPool"
 
 
 class RunStopped(Exception):
@@ -69,7 +69,7 @@ class EventRecorder:
 
     def __init__(self, run: Run):
         self.run = run
-        self._lock = threading.Lock()  # the run's task and its agent relay (streamed LLM events) both record
+        self._lock = threading.Lock()  # the run's task and its agents' fan-out thread (streamed LLM events) both record
         last = run.events.order_by("-seq").values_list("seq", flat=True).first()
         self.seq = last or 0
         self.saw_failure = False
@@ -130,8 +130,8 @@ def claim(run_id: str, worker: str) -> Run | None:
 def run_config(owner_id: int | None = None, agent: str = "template") -> OptimizeConfig:
     """The optimizer's knobs for a web run: its time limits (the run's, and
     loading the file's), the jailed child's resource limits
-    (``LEGO_RUN_LIMITS``), how many agents work at once and, with fan-out on,
-    that they run on the agents queue; ``agent``: the run's choice
+    (``LEGO_RUN_LIMITS``) and how many agents work at once (with fan-out
+    on, ``execute`` adds the run's ``fanout.CeleryAgents``); ``agent``: the run's choice
     (``template``, ``llm``, ``both``).  Without fan-out an LLM agent runs in
     this worker process (``lego_core.api``'s agent server), with it on the
     agents workers; either way its endpoint and key come from the server's
@@ -153,7 +153,6 @@ def run_config(owner_id: int | None = None, agent: str = "template") -> Optimize
         agents=settings.LEGO_AGENTS,
         agent=agent,
         max_tokens=settings.LEGO_RUN_MAX_TOKENS,
-        agent_pool=FANOUT_POOL if settings.LEGO_AGENT_FANOUT else None,
         cache_dir=str(cache_dir / f"user-{owner_id}" if owner_id is not None else cache_dir / "shared"),
     )
 
@@ -173,7 +172,7 @@ def private_upload_folder(run: Run) -> bool:
         return False
 
 
-def stop_when_agents_missing(sink, relay: AgentRelay | None):
+def stop_when_agents_missing(sink, agents: CeleryAgents | None):
     """``sink``, except that once no agents worker took a task in time the
     next event raises AgentWorkerMissing (once), which stops the optimizer:
     without agents the run would only rebuild the original model."""
@@ -181,9 +180,9 @@ def stop_when_agents_missing(sink, relay: AgentRelay | None):
 
     def guarded(event: Event) -> None:
         nonlocal tripped
-        if relay is not None and relay.missing is not None and not tripped:
+        if agents is not None and agents.missing is not None and not tripped:
             tripped = True
-            raise AgentWorkerMissing(str(relay.missing))
+            raise AgentWorkerMissing(str(agents.missing))
         sink(event)
 
     return guarded
@@ -203,9 +202,11 @@ def execute(run: Run, on_stop: Callable[[], None] | None = None) -> None:
             if not private_upload_folder(run):  # never show a folder that may hold another run's files
                 log.warning("run %s: its upload's folder is not its own; the jail shows the upload alone", run.pk)
                 config = dataclasses.replace(config, model_folder=False)
-            relay_for_run = AgentRelay(run_id=run.pk, on_event=recorder.record, max_tokens=config.max_tokens) if config.agent_pool else contextlib.nullcontext()
-            with relay_for_run as relay:
-                sink = stop_when_agents_missing(recorder, relay)
+            agents = CeleryAgents(run_id=run.pk, on_event=recorder.record, max_tokens=config.max_tokens) if settings.LEGO_AGENT_FANOUT else None
+            with agents if agents is not None else contextlib.nullcontext():
+                if agents is not None:  # every agent call of the run goes to the agents queue
+                    config = dataclasses.replace(config, agent_pool=agents)
+                sink = stop_when_agents_missing(recorder, agents)
                 report = optimize(spec, run.output_path, config=config, sink=sink)
     except RunStopped as exc:
         log.info("%s", exc)

@@ -1,64 +1,54 @@
 """Agent fan-out: a run's agent calls become Celery tasks on the agents queue.
 
-lego_core's search hands sub-problems to an agent pool
+lego_core's search hands sub-problems to agent pools
 (``lego_core.agents.pool``).  With ``LEGO_AGENT_FANOUT`` on, a run's
-OptimizeConfig names ``webapp.runs.fanout:CeleryAgentPool``: each ``submit``
-sends the task ``runs.propose`` (agent name, the sub-problem as JSON from
+OptimizeConfig carries a ``CeleryAgents`` object as its ``agent_pool`` (a
+``lego_core.agents.pool.AgentPoolFactory``): ``lego_core.optimize`` calls it
+in this process (the run's worker) for the pool of each agent the run uses,
+a ``CeleryAgentPool``, and serves those pools to the optimizer through its
+agent relay (``lego_core.agents.relay``): the optimizer runs in a sandboxed
+child process that has no network and sees nothing of the web app, so its
+agent calls come through a Unix socket to ``optimize``'s relay thread here,
+which hands each to the pool.  Each ``submit`` sends the task
+``runs.propose`` (agent name, the sub-problem as JSON from
 ``lego_core.agents.payload``, feedback) to the agents queue
 (``LEGO_AGENT_QUEUE``); an agents worker rebuilds the sub-problem, runs the
 agent and stores the proposal in the result backend, and the pool's future
-completes with it.
-
-The optimizer runs in a sandboxed child process that has no network, so it
-cannot reach the broker.  The run's task therefore wraps ``optimize`` in an
-``AgentRelay``: a thread of the worker process that listens on a Unix socket
-(a file: a network namespace does not cut it off) named by the environment
-variable ``LEGO_AGENT_RELAY``, which the child inherits (the socket, its
-threads and the protocol are lego_core's ``agents.relay``; only the Celery
-side is here).  In the child,
-``CeleryAgentPool`` sends each call through that socket and the relay sends
-the Celery task.  Without the variable (a process with network), the pool
-sends the tasks itself.  Either way one thread does all the Celery work
-(``CeleryCalls``): Celery's result backends are per thread and not
-thread-safe.
+completes with it.  One thread does all the Celery work (``CeleryCalls``):
+Celery's result backends are per thread and not thread-safe.
 
 An LLM agent on an agents worker streams its reply: the task records each
 ``transcript_chunk`` and ``agent_usage`` event it makes in its Celery state
 (``PROGRESS``, the list so far) and returns the whole list with the proposal.
-The relay, which knows its run (``AgentRelay(run_id, on_event)``), sends the
-run id with each task (the worker keeps one agent per run, so a repair turn
-sees the attempt before it) and passes the events it has not yet seen to
-``on_event``: the run's own EventRecorder, so they land in the run's event
-log in order with the others.  Events hold no endpoint key.
+``CeleryAgents``, which knows its run (``CeleryAgents(run_id, on_event)``),
+sends the run id with each task (the worker keeps one agent per run, so a
+repair turn sees the attempt before it) and passes the events it has not yet
+seen to ``on_event``: the run's own EventRecorder, so they land in the run's
+event log in order with the others.  Events hold no endpoint key.
 
 Nothing hangs: a task that no worker takes within ``LEGO_AGENT_TIMEOUT_S``
 fails its future with ``AgentWorkerMissing``, whose message names the queue
-and how to start a worker on it; after that every call fails at once, and the
-relay remembers it so that the run's task can end the run with that message.
-A task a worker took but did not finish in that time fails with
-TimeoutError.  Tasks are sent with that same expiry, so a worker that starts
-later drops them instead of working for a run that gave up.
+and how to start a worker on it; after that every call fails at once, and
+``CeleryAgents.missing`` remembers it so that the run's task can end the run
+with that message.  A task a worker took but did not finish in that time
+fails with TimeoutError.  Tasks are sent with that same expiry, so a worker
+that starts later drops them instead of working for a run that gave up.
 """
 from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
 import logging
-import os
 import queue
-import socket
 import threading
 import time
 
 from lego_core.agents.base import Proposal
-from lego_core.agents.relay import RELAY_ENV, RelayServer, exchange, proposal_of
-from lego_core.agents.relay import TIMEOUT_ENV as RELAY_TIMEOUT_ENV  # the relay's own timeout, for the child (which has no settings)
 
 log = logging.getLogger(__name__)
 
 PROPOSE_TASK = "runs.propose"
 POLL_S = 0.1  # how often pending results are looked up
-RELAY_GRACE_S = 60.0  # the child waits this much longer than the relay's own timeout
 STREAMED_EVENTS = ("transcript_chunk", "agent_usage")  # what an agents worker may add to a run's event log
 
 
@@ -87,22 +77,24 @@ def _settings():
 
 
 class CeleryAgentPool:
-    """An agent pool (``lego_core.agents.pool.AgentPool``) whose agents run
-    on Celery workers of the agents queue.
+    """An agent pool (``lego_core.agents.pool.AgentPool``) whose agent,
+    ``agent_name``, runs on Celery workers of the agents queue.
 
     ``size`` is how many calls the search keeps in flight; how many run at
-    once is the agents workers' concurrency.  Thread-safe.
+    once is the agents workers' concurrency.  ``calls``: the ``CeleryCalls``
+    that send the tasks, shared with the run's other pools (``CeleryAgents``,
+    which closes it); None makes one of its own from the settings, which
+    ``close`` closes.  Thread-safe; needs the network and Django's settings,
+    so it lives in the worker process, never in the sandboxed optimizer.
     """
 
-    def __init__(self, agent_name: str, size: int = 1):
+    def __init__(self, agent_name: str, size: int = 1, calls: "CeleryCalls | None" = None):
         self.agent_name, self.size = agent_name, size
-        relay = os.environ.get(RELAY_ENV)
-        if relay:  # the sandboxed child: no Django settings here (it cannot read them), the relay said its limit
-            timeout_s = float(os.environ.get(RELAY_TIMEOUT_ENV) or _settings().LEGO_AGENT_TIMEOUT_S)
-            self._calls: CeleryCalls | RelayCalls = RelayCalls(relay, size, timeout_s + RELAY_GRACE_S)
-        else:
+        self._owns_calls = calls is None
+        if calls is None:
             settings = _settings()
-            self._calls = CeleryCalls(settings.LEGO_AGENT_QUEUE, settings.LEGO_AGENT_TIMEOUT_S)
+            calls = CeleryCalls(settings.LEGO_AGENT_QUEUE, settings.LEGO_AGENT_TIMEOUT_S)
+        self._calls = calls
 
     def submit(self, sub, feedback: list[str]) -> "concurrent.futures.Future[Proposal]":
         from lego_core.agents.payload import sub_to_payload
@@ -111,7 +103,8 @@ class CeleryAgentPool:
         return _as_proposal(raw)
 
     def close(self) -> None:
-        self._calls.close()
+        if self._owns_calls:
+            self._calls.close()
 
 
 def _as_proposal(raw: concurrent.futures.Future) -> concurrent.futures.Future:
@@ -332,108 +325,49 @@ def _close_backend(backend) -> None:
 
 
 # ---------------------------------------------------------------------------
-# the relay: sandboxed child -> Unix socket -> worker process -> Celery
+# the run's agents: the pool factory lego_core.optimize calls in this process
 # ---------------------------------------------------------------------------
 
 
-class AgentRelay(RelayServer):
-    """Forwards the agent calls of the sandboxed optimizer to Celery.
+class CeleryAgents:
+    """The agent pools of one run on the agents queue: an
+    ``lego_core.agents.pool.AgentPoolFactory`` for ``OptimizeConfig.agent_pool``.
 
-    lego_core's ``RelayServer`` serves the socket; each call here becomes a
-    ``CeleryCalls`` call.  Use it around ``optimize``: entering sets
-    ``LEGO_AGENT_RELAY`` (which the child inherits) to the socket's path and
-    ``LEGO_AGENT_RELAY_TIMEOUT_S`` to the relay's own timeout; leaving
-    restores the variables and closes the socket, the threads and the
-    connections.  ``missing`` is the AgentWorkerMissing error once no worker
-    took a task in time, else None.  The variables are process-wide: one run
-    at a time per process, as the run worker's one-process pool guarantees.
+    ``agents(agent_name, size)`` -> a ``CeleryAgentPool`` for that agent; all
+    of the run's pools share one ``CeleryCalls`` (one thread, one broker
+    connection).  ``timeout_s``: ``LEGO_AGENT_TIMEOUT_S`` (seconds), how long
+    a call may wait for an agents worker; lego_core's relay tells the
+    sandboxed optimizer to wait that long plus a grace.  ``missing``: the
+    AgentWorkerMissing error once no worker took a task in time, else None.
     ``run_id`` and ``on_event``: see CeleryCalls (the run's id, and where the
     agents' streamed events go).  ``max_tokens``: the run's hard token budget
-    (the run's config, never the child's word); the agents worker's LLM agent
-    for the run spends it.
+    (the run's config, never the optimizer's word); the agents worker's LLM
+    agent for the run spends it.  A context manager: leaving (or ``close``)
+    fails the calls still pending and closes the connections.
     """
-
-    dir_prefix = "lego-relay-"
-    thread_name = "lego-agent-relay"
-    call_thread_name = "lego-agent-relay-call"
-    request_timeout_s = 30.0
-    handler_join_s = 5.0  # calls.close() has failed what they wait on
 
     def __init__(self, queue_name: str | None = None, timeout_s: float | None = None, run_id=None, on_event=None,
                  max_tokens: int | None = None):
         settings = _settings()
         self.calls = CeleryCalls(queue_name or settings.LEGO_AGENT_QUEUE, timeout_s or settings.LEGO_AGENT_TIMEOUT_S,
                                  run_id=run_id, on_event=on_event, max_tokens=max_tokens)
-        super().__init__()
+
+    @property
+    def timeout_s(self) -> float:
+        return self.calls.timeout_s
 
     @property
     def missing(self) -> AgentWorkerMissing | None:
         return self.calls.missing
 
-    def environment(self) -> dict[str, str]:
-        return {**super().environment(), RELAY_TIMEOUT_ENV: str(self.calls.timeout_s)}
+    def __call__(self, agent_name: str, size: int) -> CeleryAgentPool:
+        return CeleryAgentPool(agent_name, size, calls=self.calls)
 
-    def answer(self, request: dict) -> dict:
-        future = self.calls.call(request["agent"], request["payload"], request["feedback"])
-        return {"proposal": future.result()}
+    def __enter__(self) -> "CeleryAgents":
+        return self
 
-    def error_answer(self, exc: Exception) -> dict:
-        if isinstance(exc, AgentWorkerMissing):
-            return {"error": str(exc), "missing_worker": True}
-        return super().error_answer(exc)
-
-    def stopping(self) -> None:
-        self.calls.close()  # fails pending calls, so the handlers answer and end
-
-
-class RelayCalls:
-    """The sandboxed child's side of the relay: each call is one connection
-    to the socket at ``path`` (a request out, the answer back), made from
-    one of ``size`` threads."""
-
-    def __init__(self, path: str, size: int, timeout_s: float):
-        self.path, self.timeout_s = path, float(timeout_s)
-        self.missing: AgentWorkerMissing | None = None
-        self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, size), thread_name_prefix="lego-agent-relay")
-        self._open: set[socket.socket] = set()
-        self._lock = threading.Lock()
-        self._closed = False
-
-    def call(self, agent_name: str, payload: dict, feedback: list[str]) -> concurrent.futures.Future:
-        if self.missing is not None:
-            return _failed(AgentWorkerMissing(str(self.missing)))
-        request = {"agent": agent_name, "payload": payload, "feedback": feedback}
-        with self._lock:
-            if self._closed:
-                return _failed(RuntimeError("the agent pool is closed"))
-            return self._executor.submit(self._round_trip, request)
-
-    def _round_trip(self, request: dict) -> dict:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        with self._lock:
-            self._open.add(sock)
-        try:
-            answer = exchange(sock, self.path, request, self.timeout_s)
-        except RuntimeError:  # the connection failed: say so plainly when close() cut it
-            if self._closed:
-                raise RuntimeError("the agent pool was closed") from None
-            raise
-        finally:
-            with self._lock:
-                self._open.discard(sock)
-            sock.close()
-        if answer.get("missing_worker") and "proposal" not in answer:
-            self.missing = AgentWorkerMissing(answer["error"])
-            raise AgentWorkerMissing(answer["error"])
-        return proposal_of(answer)
+    def __exit__(self, *exc_info) -> None:
+        self.close()
 
     def close(self) -> None:
-        with self._lock:
-            self._closed = True
-            for sock in self._open:  # unblock calls still waiting
-                try:
-                    sock.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-        self._executor.shutdown(wait=True, cancel_futures=True)
-
+        self.calls.close()

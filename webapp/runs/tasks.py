@@ -159,7 +159,7 @@ def propose(self, agent_name: str, payload: dict, feedback: list, run_id: str | 
     ``events``, the ``transcript_chunk`` / ``agent_usage`` events the call
     made (an LLM agent's streamed reply and usage).  While it streams, the
     task's state is ``PROGRESS`` with the events so far, which the run's
-    relay passes on to the run's event log (``fanout.CeleryCalls``).  The
+    ``fanout.CeleryCalls`` passes on to the run's event log.  The
     transcript starts with the worker that answered.  ``max_tokens``: the
     run's hard token budget, which this process's agent for the run spends
     (each completion capped at what is left, no call once it is spent)."""

@@ -26,14 +26,16 @@
  *   verified  some kernel candidate passed verification
  *   failed    every kernel candidate failed verification (a retry's
  *             node_started makes the node running again)
- *   library   the agent answered without a kernel, so the node keeps the
- *             library (PyTorch eager) implementation. No event says so
- *             directly; it is inferred when a running node that already got
- *             transcript messages but no candidate in this attempt sees a
- *             search `progress` event (the engine emits it once the node's
- *             work is over), when a node reusing it reports usable=false, when
- *             a node_reused via cache says usable=false, or when the search or
- *             the run ends. A candidate arriving later corrects it.
+ *   library   the node's work is over without any kernel candidate, so it
+ *             keeps the library (PyTorch eager) implementation: lego_core
+ *             says so with node_finished {outcome: "library"} (the agent
+ *             answered without a kernel, the cache holds "no kernel", the
+ *             sub-problem is over the memory limit, or a budget ran out
+ *             while the agent worked). Nothing else makes a node "library";
+ *             a retry's node_started makes it running again.
+ *   Work cut short by the run's end (run_failed while a node was running)
+ *   leaves the node's state to its candidates: failed when every kernel
+ *   failed, otherwise unexplored.
  *   chosen    the node is in the plan: it is in the latest plan_improved's
  *             `chosen` list (a plan item), or one of its AND children is
  *             chosen (the plan goes through that decomposition; see
@@ -83,7 +85,6 @@
   "use strict";
   var LEGO = (window.LEGO = window.LEGO || {});
 
-  var SETTLING_STAGES = { compose: true, verify: true, launch: true };
   var ACTIVITY_MAX = 8;
   // what each pipeline stage is, in the activity line
   var STAGE_TEXT = {
@@ -374,8 +375,6 @@
       rev: 0,
       _running: false,
       _noKernel: false,
-      _attemptTranscripts: 0,
-      _attemptCandidates: 0,
     };
   };
 
@@ -419,7 +418,7 @@
     }
     if (kernels && failed === kernels) return "failed";
     if (n._noKernel) return "library";
-    if (waiting) return "running";
+    if (waiting && !this.ended) return "running";
     return this._pending();
   };
 
@@ -461,14 +460,16 @@
     }
   };
 
-  /* The run ended: every node still pending becomes unexplored. */
+  /* The run ended: no node runs any more; every node still pending (or
+     cut short while running) becomes unexplored. */
   RunModel.prototype._end = function () {
-    this._settle(true);
     if (this.ended) return;
     this.ended = true;
     for (var i = 0; i < this.order.length; i++) {
       var n = this.nodes.get(this.order[i]);
-      if (n && n.outcome === "pending") this._refresh(n.id);
+      if (!n) continue;
+      if (n._running) this._setRunning(n, false);
+      if (n.outcome === "pending" || n.outcome === "running") this._refresh(n.id);
     }
   };
 
@@ -514,20 +515,6 @@
     return label.length > 60 ? label.slice(0, 59) + "\u2026" : label;
   };
 
-  /* Running nodes whose work is over without a kernel become "library".
-     all=false: only those that already heard from their agent. */
-  RunModel.prototype._settle = function (all) {
-    var ids = Array.from(this._running);
-    for (var i = 0; i < ids.length; i++) {
-      var n = this.nodes.get(ids[i]);
-      if (!n) continue;
-      if (!all && (n._attemptCandidates > 0 || n._attemptTranscripts === 0)) continue;
-      this._setRunning(n, false);
-      n._noKernel = true; // a kernel that passed or failed still decides the outcome
-      this._touch(n);
-    }
-  };
-
   RunModel.prototype._candidate = function (n, id, create) {
     for (var i = 0; i < n.candidates.length; i++) if (n.candidates[i].id === id) return n.candidates[i];
     if (!create) return null;
@@ -555,14 +542,12 @@
       if (d.stage) this._note(STAGE_TEXT[d.stage] || d.stage, null, ts);
       this.header.done = 0;
       this.header.total = num(d.total) || 0;
-      if (SETTLING_STAGES[d.stage]) this._settle(true);
     },
 
     progress: function (d) {
       if (d.stage) this.header.stage = d.stage;
       this.header.done = num(d.done) || 0;
       this.header.total = num(d.total) || 0;
-      if (d.stage === "search") this._settle(false);
     },
 
     node_created: function (d) {
@@ -613,17 +598,9 @@
         this._note("cache hit for " + this._name(n) + (n.usable ? "" : " (no kernel)"), n.id, num(d.ts));
         this._cacheHits++;
         this.header.agentCalls = Math.max(0, this._starts - this._cacheHits);
-        this._setRunning(n, false);
-        if (!n.usable) n._noKernel = true;
       } else if (from) {
         if (!this._followers.has(from)) this._followers.set(from, []);
         if (this._followers.get(from).indexOf(n.id) < 0) this._followers.get(from).push(n.id);
-        var src = this.nodes.get(from);
-        if (src && !n.usable && src._running && src._attemptCandidates === 0) {
-          this._setRunning(src, false);
-          src._noKernel = true;
-          this._touch(src);
-        }
       }
       this._touch(n);
     },
@@ -640,9 +617,17 @@
       n.startedTs = ts;
       this._note("agent " + (n.agent || "?") + " started on " + this._name(n) + (n.attempts > 1 ? " (attempt " + n.attempts + ")" : ""), n.id, ts);
       n._noKernel = false;
-      n._attemptTranscripts = 0;
-      n._attemptCandidates = 0;
       this._setRunning(n, true);
+      this._touch(n);
+    },
+
+    node_finished: function (d, ts) {
+      // lego_core says how the node's work ended: verified, failed or library
+      var n = this._node(d.node_id);
+      if (!n) return;
+      this._setRunning(n, false);
+      n._noKernel = d.outcome === "library";
+      if (n._noKernel) this._note("no kernel for " + this._name(n) + ": the library implementation stays", n.id, ts);
       this._touch(n);
     },
 
@@ -653,15 +638,7 @@
       c.agent = d.agent || "";
       c.implementation = d.implementation || "triton";
       c.source = d.source || "";
-      if (c.implementation === "library") {
-        // the agent answered without a kernel
-        this._setRunning(n, false);
-        n._noKernel = true;
-      } else {
-        n._attemptCandidates++;
-        n._noKernel = false;
-        if (!c.verification) this._setRunning(n, true);
-      }
+      if (c.implementation !== "library" && !c.verification) this._setRunning(n, true);
       this._touch(n);
     },
 
@@ -677,7 +654,6 @@
         tokens: tokens,
         ts: ts,
       });
-      if (n._running) n._attemptTranscripts++;
       if (d.agent === "mutation" || d.agent === "scheduler" || d.agent === "judge") this._note((d.agent === "mutation" ? "fusion tried: " : d.agent + ": ") + String(d.content || "").slice(0, 90), n.id, ts);
       if (d.role === "user") this._closeStream(n, d.agent || "");
       n.rev++;
