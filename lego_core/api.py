@@ -62,7 +62,11 @@ def optimize(
             return _run_isolated(spec, out_dir, config, sink, run_id, made)
         from lego_core.pipeline import run_pipeline
 
-        return run_pipeline(spec, out_dir, config, sink, run_id=run_id)
+        server, pools, config, sink = _agent_server(config, sink, isolated=False)
+        try:
+            return run_pipeline(spec, out_dir, config, sink, run_id=run_id)
+        finally:
+            _close_agent_server(server, pools)
     except BaseException as exc:
         _leave_no_unverified_output(Path(out_dir), run_id, spec, exc)
         for folder in reversed(made):  # folders made for the staging folder's sake, now empty again
@@ -91,17 +95,15 @@ def _run_isolated(spec: ProblemSpec, out_dir: str, config: OptimizeConfig, sink:
     made += _make_folders(stage)
     scratch = tempfile.mkdtemp(prefix="lego-sandbox-")
     child_spec = spec
-    server, sink = _agent_server(config, sink)  # the LLM agent runs here, where the network and its key are
-    if server is not None:
-        config = dataclasses.replace(config, agent_pool="lego_core.agents.relay:pool")
-        clock.sink = sink
+    server, pools, config, sink = _agent_server(config, sink, isolated=True)  # agents that run here, not in the child
+    clock.sink = sink
     try:
         jail = None
         if jail_mod.wanted():
             if config.cache:
                 _make_folders(cache.root)  # to be mounted read-only it must exist
             cache_root = str(cache.root) if config.cache and cache.root.is_dir() else None
-            jail = jail_mod.for_run(spec.path, str(stage), scratch, cache_root, config.agent_pool,
+            jail = jail_mod.for_run(spec.path, str(stage), scratch, cache_root,
                                     model_folder=config.model_folder, import_paths=config.import_paths)
         target = functools.partial(run_pipeline_in_child, run_id=run_id, commit=False)
         if jail is not None:  # the jail's working folder is its scratch folder: the model file by its full path
@@ -116,8 +118,7 @@ def _run_isolated(spec: ProblemSpec, out_dir: str, config: OptimizeConfig, sink:
             exc.path = spec.path  # the user's own spelling of it
         raise
     finally:
-        if server is not None:
-            server.__exit__(None, None, None)
+        _close_agent_server(server, pools)
         shutil.rmtree(scratch, ignore_errors=True)
     if not isinstance(report, dict):
         raise ChildCrashed("the optimizer process returned something that is not a report.")
@@ -141,46 +142,75 @@ def with_llm_model(config: OptimizeConfig) -> OptimizeConfig:
     return dataclasses.replace(config, llm_model=model)
 
 
-def _agent_server(config: OptimizeConfig, sink: Sink):
-    """For a run with the LLM agent and no remote pool of the caller's: an
-    ``agents.relay.AgentServer`` (entered: ``$LEGO_AGENT_RELAY`` set for the
-    child) serving the LLM agent in this process, and ``sink`` made safe for
-    the server's threads (the agent's stream events come from them).
-    ``(None, sink)`` otherwise.  The endpoint settings and key are read here
-    from the environment (``agents.llm.settings``); the child never sees them."""
-    if config.agent == "template" or config.agent_pool:
-        return None, sink
-    import threading
+def _agent_server(config: OptimizeConfig, sink: Sink, isolated: bool):
+    """The agents of a run that answer in this process, served to the
+    optimizer through the agent relay (``lego_core.agents.relay``).
 
+    With ``config.agent_pool`` (the caller's ``agents.pool.AgentPoolFactory``)
+    every agent of the run is a pool it makes here, so the caller's code
+    stays in the caller's process.  Without it, a run in a child (``isolated``)
+    with the LLM agent serves the LLM agent here, where the network is: its
+    endpoint settings and key are read from this process's environment
+    (``agents.llm.settings``), the child never sees them.
+
+    Returns ``(server, pools, config, sink)``: an entered
+    ``relay.AgentServer`` (``$LEGO_AGENT_RELAY`` set for the child) or None,
+    the pools it serves (name -> AgentPool, for ``_close_agent_server``),
+    ``config`` for the optimizer (``agent_relay`` naming the served agents,
+    ``agent_pool`` None: the factory never crosses to the child) and
+    ``sink``, made safe for the server's threads when the LLM agent streams
+    from them."""
+    from lego_core.agents import member_names
+    from lego_core.agents.relay import AgentServer, NETWORK_AGENTS
+
+    factory = config.agent_pool
+    if factory is not None:
+        pools = {}
+        try:
+            for name in member_names(config.agent):
+                pools[name] = factory(name, config.agents)
+            server = AgentServer(pools, getattr(factory, "timeout_s", None)).__enter__()
+        except BaseException:
+            _close_agent_server(None, pools)
+            raise
+        return server, pools, dataclasses.replace(config, agent_pool=None, agent_relay=tuple(pools)), sink
+    if not isolated or not set(member_names(config.agent)) & set(NETWORK_AGENTS):
+        return None, {}, config, sink
     from lego_core.agents import make_llm_agent
-    from lego_core.agents.relay import AgentServer
+    from lego_core.agents.pool import InlineAgentPool
+    from lego_core.events import thread_safe
 
-    lock = threading.Lock()
+    locked = thread_safe(sink)
+    pools = {"llm": InlineAgentPool(make_llm_agent(config, locked), config.agents)}
+    server = AgentServer(pools).__enter__()
+    return server, pools, dataclasses.replace(config, agent_relay=tuple(pools)), locked
 
-    def locked(event) -> None:
-        with lock:
-            sink(event)
 
-    server = AgentServer({"llm": make_llm_agent(config, locked)})
-    return server.__enter__(), locked
+def _close_agent_server(server, pools: dict) -> None:
+    """Close the agent relay's socket (restoring ``$LEGO_AGENT_RELAY``), then its pools."""
+    try:
+        if server is not None:
+            server.__exit__(None, None, None)
+    finally:
+        for pool in pools.values():
+            pool.close()
 
 
 def _key_for(spec: ProblemSpec, config: OptimizeConfig):
-    """``signature -> cache key`` for the run's forwarded kernels, from what
-    this process knows (``search.engine``'s key, computed here: the device
-    and its GPU's name, the dtype, the pipeline's agent, the config, the
-    versions and the generator's hash), not from what the child says."""
+    """``signature -> cache key`` for the run's forwarded kernels
+    (``search.cache.run_key``, the child's own key function), from what this
+    process knows (the device and its GPU's name from its own probe, the
+    dtype, the pipeline's agent, the config), not from what the child says."""
     from lego_core.agents import agent_name
-    from lego_core.search.cache import cache_key
+    from lego_core.search.cache import run_key
 
-    device = spec.device
-    if device == "cuda":
+    gpu_name = None
+    if spec.device == "cuda":
         from lego_core.runtime import gpu_probe
 
-        device = f"cuda:{gpu_probe.probe()['name']}"
+        gpu_name = gpu_probe.probe()["name"]
     dtype = TORCH_DTYPE_NAMES[spec.dtype]  # str(spec.torch_dtype) less "torch.", without importing torch here
-    agent, config_key = agent_name(config.agent), config.key()
-    return lambda signature: cache_key(signature, device, dtype, agent, config_key)
+    return run_key(spec.device, gpu_name, dtype, agent_name(config.agent), config)
 
 
 def _make_folders(path: Path) -> list[Path]:

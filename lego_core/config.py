@@ -8,9 +8,21 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import secrets
 
 STRATEGIES = ("lego", "monolithic")
 AGENT_CHOICES = ("template", "llm", "both")  # lego_core.agents.make_agent
+
+
+def draw_seeds(count: int = 3) -> tuple[int, ...]:
+    """``count`` fresh, distinct secret seeds (below 2**31: ``torch.Generator``
+    and the parameter perturbation ``seed * 1000 + j`` take them)."""
+    seeds: list[int] = []
+    while len(seeds) < count:
+        seed = secrets.randbelow(2**31 - 1) + 1
+        if seed not in seeds:
+            seeds.append(seed)
+    return tuple(seeds)
 
 
 def _three_quarters_of_memory_mb() -> int | None:
@@ -58,7 +70,7 @@ class OptimizeConfig:
 
     Verification and output: ``verify_seeds``: seeds of the fresh random
     input sets every candidate is checked on (at least three).  None (the
-    default) draws three secret seeds (``verify_policy.draw_seeds``) when
+    default) draws three secret seeds (:func:`draw_seeds`) when
     the config is made, so every run checks on inputs no candidate can know
     in advance; verification messages name sets by one-way labels, and
     ``report.json`` records the seeds after the run (``verification``).
@@ -96,9 +108,15 @@ class OptimizeConfig:
     ``max_agent_calls``, ``max_tokens``, ``max_search_s`` (wall seconds of the
     search) and ``patience_s`` (stop after this many seconds with no better
     plan).  ``max_attempts``: agent calls per sub-problem (later ones get the
-    verifier's feedback).  ``agent_pool``: ``"module:factory"`` of a remote
-    agent pool (the web app's Celery fan-out); None runs agents in local
-    threads.  ``agent``: who writes kernels: ``template`` (offline), ``llm``
+    verifier's feedback).  ``agent_pool``: an object of the caller's that
+    makes agent pools (``lego_core.agents.pool.AgentPoolFactory``; the web
+    app's Celery fan-out): every agent call of the run goes to its pools,
+    in the caller's process, through the agent relay
+    (``lego_core.agents.relay``); never sent to the optimizer's child, not
+    compared, not in :meth:`key`; None runs agents in local threads (the
+    LLM agent in the calling process).  ``agent_relay``: the names of the
+    agents whose calls the optimizer's child sends through the relay to
+    the calling process; ``lego_core.api.optimize`` sets it.  ``agent``: who writes kernels: ``template`` (offline), ``llm``
     (a language model, ``lego_core.agents.llm``; endpoint settings from the
     environment of the process that runs it, never from this config) or
     ``both`` (every node goes to each that can attempt it; the best verified
@@ -139,7 +157,8 @@ class OptimizeConfig:
     max_search_s: float | None = None
     patience_s: float | None = None
     max_attempts: int = 2
-    agent_pool: str | None = None
+    agent_pool: object = dataclasses.field(default=None, compare=False, repr=False)
+    agent_relay: tuple = ()
     agent: str = "template"
     llm_model: str = ""
     seeds_drawn: bool = False
@@ -148,8 +167,6 @@ class OptimizeConfig:
     import_paths: tuple = ()
 
     def __post_init__(self) -> None:
-        from lego_core.judge.verify_policy import draw_seeds
-
         if self.verify_seeds is None:
             object.__setattr__(self, "verify_seeds", draw_seeds(3))
             object.__setattr__(self, "seeds_drawn", True)
@@ -168,6 +185,12 @@ class OptimizeConfig:
         if isinstance(self.import_paths, str) or not all(isinstance(p, str) for p in self.import_paths):
             raise ValueError(f"import_paths must be a tuple of folder paths (str), got {self.import_paths!r}")
         object.__setattr__(self, "import_paths", tuple(self.import_paths))
+        if self.agent_pool is not None and (isinstance(self.agent_pool, str) or not callable(self.agent_pool)):
+            raise ValueError("agent_pool must be an object that makes agent pools (lego_core.agents.pool.AgentPoolFactory), "
+                             f"not {self.agent_pool!r}")
+        if isinstance(self.agent_relay, str) or not all(isinstance(a, str) for a in self.agent_relay):
+            raise ValueError(f"agent_relay must be a tuple of agent names (str), got {self.agent_relay!r}")
+        object.__setattr__(self, "agent_relay", tuple(self.agent_relay))
         if len(self.verify_seeds) < 3:
             raise ValueError(f"verification needs at least three seeds, got {len(self.verify_seeds)}")
 

@@ -15,10 +15,11 @@ from pathlib import Path
 
 import torch
 
-from lego_core.judge.end_to_end import e2e, fallback
+from lego_core.judge.end_to_end import composed, e2e, fallback
 from lego_core.load import local_modules
 from lego_core.runtime import output, sandbox_child
 from lego_core.agents import make_agent
+from lego_core.agents.budget import TokenBudget
 from lego_core.search.cache import KernelCache
 from lego_core.load.capture import capture_graph, layout_inputs, use_channels_last
 from lego_core.compose.folder import write_output
@@ -26,8 +27,8 @@ from lego_core.config import OptimizeConfig
 from lego_core.errors import OptimizeError
 from lego_core.judge.process.executor import use_model_file_settings
 from lego_core.judge.process.forkserver import warm_up
-from lego_core.events import RunStarted, Sink, StageStarted, TranscriptMessage
-from lego_core.judge.end_to_end.launch import choose_launch, rule_out
+from lego_core.events import RunStarted, Sink, StageStarted, TranscriptMessage, thread_safe
+from lego_core.judge.end_to_end.launch import rule_out
 from lego_core.runtime.memory import MemoryMeter
 from lego_core.load.problem import ProblemError, ProblemSpec, load_problem
 from lego_core.load.spec import new_run_id, overrides_to_json
@@ -40,7 +41,7 @@ from lego_core.tree.fusion_tree import FusionTree, OrNode, build_tree, node_crea
 from lego_core.judge.verify_policy import seeds_record
 
 
-AGENT = "template"  # the default agent (OptimizeConfig.agent; its name is part of every kernel cache key: api._key_for)
+AGENT = "template"  # the default agent (OptimizeConfig.agent; its name is part of every kernel cache key: search.cache.run_key)
 
 
 def run_pipeline(spec: ProblemSpec, out_dir: str, config: OptimizeConfig, emit: Sink, run_id: str | None = None, commit: bool = True) -> dict:
@@ -93,14 +94,14 @@ def _run(spec: ProblemSpec, target: Path, out: Path, config: OptimizeConfig, emi
     # the total is the search's own: it counts the nodes it queues (after
     # dedupe, retries and fusions included) in its progress events
     _stage(emit, meter, "search")
-    emit = _thread_safe(emit)  # agents report from several threads
+    emit = thread_safe(emit)  # agents report from several threads
     with tempfile.TemporaryDirectory(prefix="lego-candidates-") as work:
         parameters = {name for name, src in graph.sources.items() if src.kind == "parameter"}
         # signatures solved by earlier runs; in the sandbox, new entries go to the parent, which writes them
         cache = KernelCache(config.cache_dir, enabled=config.cache, forward=sandbox_child.forwarder("cache"))
-        search = Search(tree, activations, parameters, make_agent(config.agent, config, emit), config, spec.torch_dtype, spec.device, Path(work), emit, cache)
-        search.cache_origin = f"run {run_id} of {spec.name}"
-        search.meter = meter
+        tokens = TokenBudget(config.max_tokens)  # the run's one token budget: the agents spend it, the search stops on it
+        search = Search(tree, activations, parameters, make_agent(config.agent, config, emit, budget=tokens), config, spec.torch_dtype, spec.device,
+                        Path(work), emit, cache, meter=meter, cache_origin=f"run {run_id} of {spec.name}", tokens=tokens)
         result = search.run()  # top-down, dedupe, agents in parallel, mutation, budgets
         activations.drop()
         del activations, search
@@ -126,7 +127,7 @@ def _run(spec: ProblemSpec, target: Path, out: Path, config: OptimizeConfig, emi
         announce_dropped(emit, tree.root.id, delivered.dropped)
     _stage(emit, meter, "launch")
     with meter.tracking():
-        launch = choose_launch(out, problem, config, meter=meter)  # plan or original forward, direct or CUDA graph: measured (in a fresh process)
+        launch = composed.choose_launch(out, problem, config, meter=meter)  # plan or original forward, direct or CUDA graph: measured (in a fresh process)
     while launch["measured"]:  # check what ships; a variant that fails gives way to the next fastest
         shipped = judge()
         if shipped["passed"]:
@@ -136,7 +137,7 @@ def _run(spec: ProblemSpec, target: Path, out: Path, config: OptimizeConfig, emi
             raise OptimizeError(f"the model as shipped ({launch['chosen']}) does not match eager end to end: {shipped['reason']}")
         launch = rule_out(out, launch, shipped["reason"])
     meter.enter_stage("timing")  # eager, torch.compile and the shipped model timed (GPU): its own memory peak
-    timing = e2e.time_models(out, problem, config) if spec.device == "cuda" and config.timing == "auto" else None
+    timing = composed.time_models(out, problem, config) if spec.device == "cuda" and config.timing == "auto" else None
     report = build_report(problem, tree, result, check, timing, kernel_files, started, _versions(), launch, delivered.dropped)
     report["memory"] = memory_report(meter, emit, tree.root.id)
     report["moved_attributes"] = problem.moved_attributes  # plain tensor attributes the loader moved to the device
@@ -237,18 +238,6 @@ def memory_report(meter: MemoryMeter, emit: Sink, node_id: str) -> dict:
             f"peak device memory {data['search_peak_mb']:.0f} MiB exceeded the bound {data['bound_mb']:.0f} MiB "
             f"(max(2 x eager peak, eager peak + 4 GiB); eager peak {data['eager_peak_mb']:.0f} MiB)")))
     return data
-
-
-def _thread_safe(emit: Sink) -> Sink:
-    import threading
-
-    lock = threading.Lock()
-
-    def locked(event) -> None:
-        with lock:
-            emit(event)
-
-    return locked
 
 
 def build_tree_and_announce(graph, emit: Sink, dtype: torch.dtype = torch.float32, target_gpu: str = "H200") -> FusionTree:

@@ -16,7 +16,12 @@ class Proposal:
     into ``prompt_tokens`` and ``completion_tokens`` as the server reported
     them, with their ``cost_usd``.  ``unavailable``: set (to why, one line)
     when the agent cannot work any more in this run (its endpoint keeps
-    failing); the search then stops asking it."""
+    failing); the search then stops asking it.  ``counted_in``: the
+    ``budget.TokenBudget`` the agent already spent ``tokens`` from (an agent
+    in this process sharing the run's budget), so the search does not count
+    them twice; None when nothing counted them yet (an agent in another
+    process, answering through the relay or a Celery pool).  Never
+    serialised."""
 
     source: str | None
     kernel_name: str = ""
@@ -26,10 +31,11 @@ class Proposal:
     completion_tokens: int = 0
     cost_usd: float = 0.0
     unavailable: str = ""
+    counted_in: object = dataclasses.field(default=None, compare=False, repr=False)
 
     def to_dict(self) -> dict:
-        """Plain data (crosses process and Celery boundaries)."""
-        data = dataclasses.asdict(self)
+        """Plain data (crosses process and Celery boundaries); ``counted_in`` stays behind."""
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "counted_in"}
         data["transcript"] = [list(m) for m in self.transcript]
         return data
 

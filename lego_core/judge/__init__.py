@@ -6,7 +6,10 @@ output folder.  Leaves: a verdict (accepted, or the reason it was refused)
 with the candidate's time in ms, and for a whole model the end-to-end check
 (``end_to_end``) and the launch plan chosen by measurement.
 
-Files: ``verify`` (numerical comparison over seeded and edge-case input
+Files: ``candidate`` (``CandidateJudge.judge(node, candidate) -> Verdict``,
+the search's one call: verification, guarded timing, per-shape tuning,
+the memory bound, the executor's restarts), ``tuning`` (a kernel file's
+launch configuration per shape), ``verify`` (numerical comparison over seeded and edge-case input
 sets), ``verify_policy`` / ``verify_trace`` (what a candidate may run while
 judged), ``static_check`` / ``host_allowlist`` (what its file may contain),
 ``timing_guard`` (a time that can be believed), ``inputs`` / ``boundary`` /

@@ -34,7 +34,9 @@ from lego_core.load.capture import Graph
 from lego_core.runtime.memory import MemoryMeter, storage_bytes
 
 
-def _nbytes(node) -> int:
+def value_bytes(node) -> int:
+    """Bytes of a graph value (an fx node's ``meta["val"]``: a tensor, or the
+    tensors of a list / tuple); 0 for anything else."""
     val = node.meta.get("val")
     if isinstance(val, torch.Tensor):
         return val.numel() * val.element_size()
@@ -50,9 +52,9 @@ def working_bytes(sub) -> int:
     reference (freed values of a GraphModule are released as it runs), plus
     :func:`executor_bytes` (what the candidate allocates in its executor,
     which counts toward the run's peak but not toward this process's)."""
-    inputs = sum(_nbytes(n) for n in sub.inputs)
-    outputs = sum(_nbytes(n) for n in sub.outputs)
-    inner = max((_nbytes(n) for n in sub.nodes), default=0)
+    inputs = sum(value_bytes(n) for n in sub.inputs)
+    outputs = sum(value_bytes(n) for n in sub.outputs)
+    inner = max((value_bytes(n) for n in sub.nodes), default=0)
     return inputs + 2 * outputs + 2 * inner + executor_bytes(sub)
 
 
@@ -61,7 +63,7 @@ def executor_bytes(sub) -> int:
     call (an estimate): its outputs, on an allocating call, and one copy of
     its inputs (a ``.contiguous()`` of a permuted input, an fp32 staging
     buffer of a 16-bit one)."""
-    return sum(_nbytes(n) for n in sub.inputs) + sum(_nbytes(n) for n in sub.outputs)
+    return sum(value_bytes(n) for n in sub.inputs) + sum(value_bytes(n) for n in sub.outputs)
 
 
 class BoundaryStore:
@@ -133,7 +135,7 @@ class BoundaryStore:
         and what the store can never drop (the model's tensors and every
         seed's inputs)."""
         static = storage_bytes([*self.model.parameters(), *self.model.buffers(), *(x for xs in self.inputs for x in xs if isinstance(x, torch.Tensor))])
-        return static + sum(_nbytes(n) for n in sub.inputs) + working_bytes(sub)
+        return static + sum(value_bytes(n) for n in sub.inputs) + working_bytes(sub)
 
     def over_limit(self, sub) -> str:
         """Why ``sub`` cannot be checked within ``limit`` (a reason naming both

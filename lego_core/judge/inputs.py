@@ -107,11 +107,11 @@ class InputSets(Sequence):
     for it beside a set and the check's working set."""
 
     def __init__(self, leaf: OrNode, store, parameters: set[str], seeds: tuple):
-        from lego_core.judge.boundary import _nbytes, working_bytes
+        from lego_core.judge.boundary import value_bytes, working_bytes
 
         self.leaf, self.store, self.parameters, self.seeds = leaf, store, parameters, seeds
         self.names = [n.name for n in leaf.sub.inputs]
-        self.held = sum(_nbytes(n) for n in leaf.sub.inputs)  # one input set
+        self.held = sum(value_bytes(n) for n in leaf.sub.inputs)  # one input set
         self.working = working_bytes(leaf.sub)
         self.holding = False  # whether the verifier keeps a copy of a set across fetches
 

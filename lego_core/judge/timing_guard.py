@@ -23,7 +23,7 @@ the measurement with three defences:
 
 :func:`guard_timing` is the mechanism, whatever runs the candidate;
 :func:`guarded_remote_time` is how the search times a verified candidate
-(``search.engine``): the candidate runs only in its executor
+(``judge.candidate``): the candidate runs only in its executor
 (``lego_core.judge``), the fresh inputs, expected outputs and judgement stay
 in the optimizer, and a non-empty ``reason`` rejects the candidate.
 :func:`guarded_measure_ms` runs a kernel module held in this process (tools,

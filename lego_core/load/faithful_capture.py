@@ -32,6 +32,7 @@ import torch
 from torch.export import ExportedProgram
 from torch.export.graph_signature import OutputKind
 
+from lego_core.dtypes import tolerances
 from lego_core.load.spec import ProblemError
 
 FAST_PATH_MODULES = (torch.nn.MultiheadAttention, torch.nn.TransformerEncoderLayer, torch.nn.TransformerEncoder)
@@ -96,10 +97,8 @@ def _divergence(fast: torch.Tensor, slow: torch.Tensor, dtype: torch.dtype) -> s
 
     NaN or inf in one and not the other always counts; otherwise both the
     elementwise and the norm-relative tolerance of ``dtype``
-    (``verify.tolerances``, 4x for 16-bit dtypes whose fused kernels round
+    (``lego_core.dtypes.tolerances``, 4x for 16-bit dtypes whose fused kernels round
     differently) must be exceeded."""
-    from lego_core.judge.verify import tolerances
-
     if fast.shape != slow.shape:
         return f"shape {list(fast.shape)} with the fast path, {list(slow.shape)} without"
     if not fast.is_floating_point():

@@ -22,10 +22,13 @@ import torch
 
 from lego_core.load import torch_settings
 from lego_core.load.local_modules import LocalModules, explain_import_error, imported_modules, put_on_path
+from lego_core.load.module_attributes import baked_fields
 from lego_core.load.override_checks import override_type_error, unknown_constant_error
 from lego_core.load.overrides import OverrideError, exec_with_overrides, is_constant_value
 from lego_core.load.spec import DEVICES, DTYPE_NAMES, ProblemError, ProblemSpec, decode_source, parse_overrides, read_source  # noqa: F401 - re-exported
 from lego_core.load.spec import format_override, shorten
+from lego_core.load.state import hooks_error, plain_values, preserved, python_state_error, uncarried_state_error
+from lego_core.load.state_checks import outside_fingerprints
 
 REQUIRED_NAMES = ("Model", "get_inputs", "get_init_inputs")
 
@@ -65,7 +68,7 @@ class Problem:
     torch_settings: dict = dataclasses.field(default_factory=dict)
     # the modules the model imported from its own folder (``local_modules``), shipped in the output's reference_modules/
     local_modules: LocalModules | None = None
-    # plain attributes ("path.name") the first forward created: not baked settings (``compose.baked_attributes``)
+    # plain attributes ("path.name") the first forward created: not baked settings (``module_attributes.baked_attributes``)
     created_attributes: list[str] = dataclasses.field(default_factory=list)
     # fields of settings objects ("path.attribute.field") that forward writes without changing its outputs: not guarded
     written_fields: list[str] = dataclasses.field(default_factory=list)
@@ -404,9 +407,6 @@ def _check_output_structure(out: Any, path: str, module_name: str | None = None)
 
 def _check_forward(problem: Problem) -> None:
     inputs = problem.make_inputs(seed=0)
-    from lego_core.load.state import hooks_error, plain_values, preserved, python_state_error, uncarried_state_error
-    from lego_core.load.state_checks import outside_fingerprints
-
     error = hooks_error(problem.model, problem.spec.path)
     if error is not None:  # captured into the plan, and run again by ModelNew's call
         raise error
@@ -457,16 +457,13 @@ def check_repeatable(problem: Problem) -> None:
     LEGO cannot see (a counter in a settings object, a property that changes
     at each read, a field of ``self.config`` written in forward), which
     torch.export reads once and bakes, so the plan would keep the first
-    value.  The fields of settings objects (``compose.baked_fields``) that
+    value.  The fields of settings objects (``module_attributes.baked_fields``) that
     the calls wrote are named; written ones that change no output are
     recorded in ``Problem.written_fields`` (not guarded: ModelNew's plan
     never writes them).  Run after capture (``capture.capture_graph``), so
     that the kinds of hidden state capture names more precisely (a tensor in
     a closure, a helper object of the model file) are said in their own words.
     Raises ProblemError."""
-    from lego_core.compose.folder import baked_fields
-    from lego_core.load.state import preserved
-
     inputs = problem.make_inputs(seed=0)
 
     def call():

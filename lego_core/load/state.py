@@ -45,6 +45,10 @@ import dataclasses
 
 import torch
 
+from lego_core.load import state_checks
+from lego_core.load.module_attributes import CONTAINERS, MODULE_INTERNALS, baked_attributes, held, tensor_version, user_modules
+from lego_core.load.spec import ProblemError
+
 
 @dataclasses.dataclass(frozen=True)
 class StateUpdate:
@@ -127,10 +131,10 @@ def probe_writes(model: torch.nn.Module, inputs: list) -> dict[str, tuple[str, s
     for prefix, module in model.named_modules():
         for name, buf in module._buffers.items():
             if buf is not None:
-                before[f"{prefix}.{name}" if prefix else name] = ("buffer", buf, _version(buf))
+                before[f"{prefix}.{name}" if prefix else name] = ("buffer", buf, tensor_version(buf))
         for name, value in vars(module).items():
             if isinstance(value, torch.Tensor) and not isinstance(value, torch.nn.Parameter):
-                before[f"{prefix}.{name}" if prefix else name] = ("attribute", value, _version(value))
+                before[f"{prefix}.{name}" if prefix else name] = ("attribute", value, tensor_version(value))
     saved = _snapshot(model)  # the copies that undo the call also tell a write through .data
     copies = {(id(module), name): (copy, obj.data_ptr()) for module, name, _kind, obj, copy, _v in saved}
     found = {}
@@ -145,7 +149,7 @@ def probe_writes(model: torch.nn.Module, inputs: list) -> dict[str, tuple[str, s
             copy, pointer = copies[(id(_owner(model, target)[0]), target.rpartition(".")[2])]
             if now is not obj:
                 found[target] = (what, "reassigned")
-            elif version is None or _version(now) != version:
+            elif version is None or tensor_version(now) != version:
                 found[target] = (what, "in place")
             elif now.data_ptr() != pointer or not _same_values(now, copy):
                 found[target] = (what, "through .data")
@@ -215,9 +219,7 @@ def with_state(output, model: torch.nn.Module, targets) -> object:
 def plain_values(model: torch.nn.Module) -> dict:
     """``{"path.name": value}``: the plain Python attributes (numbers,
     strings, None, short tuples of them) of ``model`` and its submodules that
-    torch.export bakes into a graph (``compose.baked_attributes``)."""
-    from lego_core.compose.folder import baked_attributes
-
+    torch.export bakes into a graph (``module_attributes.baked_attributes``)."""
     return {f"{p}.{n}" if p else n: v for p, n, v in baked_attributes(model)}
 
 
@@ -229,8 +231,6 @@ def python_state_error(before: dict, after: dict, path: str | None):
     changed = [name for name in before if name in after and after[name] != before[name]]
     if not changed:
         return None
-    from lego_core.load.spec import ProblemError
-
     listed = ", ".join(f"self.{n} ({type(before[n]).__name__}: {before[n]!r} before the call, {after[n]!r} after)" for n in changed)
     first = changed[0].rpartition(".")[2]
     error = ProblemError(
@@ -247,42 +247,12 @@ def python_state_error(before: dict, after: dict, path: str | None):
     return error
 
 
-_CONTAINERS = (list, tuple, dict, set)
 _MISSING_VALUE = ("missing",)
-
-
-def _is_torch_module(module: torch.nn.Module) -> bool:
-    return type(module).__module__.split(".")[0] == "torch"
-
-
-def _held(value, depth: int = 0):
-    """A fingerprint of ``value``: a tensor's identity and version counter,
-    a container's identity and what it holds (two levels deep, so a tensor
-    written in place inside a list shows), anything else's identity."""
-    if isinstance(value, torch.Tensor):
-        return ("tensor", id(value), _version(value))
-    if isinstance(value, set):
-        return ("set", id(value), len(value))
-    if depth >= 2 or not isinstance(value, _CONTAINERS):
-        return ("object", id(value))
-    if isinstance(value, dict):
-        inner = tuple((repr(k), _held(v, depth + 1)) for k, v in list(value.items())[:64])
-    else:
-        inner = tuple(_held(v, depth + 1) for v in list(value)[:64])
-    return (type(value).__name__, id(value), inner, len(value))
-
-
-def _user_modules(model: torch.nn.Module):
-    """``(prefix, module)`` for ``model`` and its submodules not defined by
-    torch (torch's modules keep caches of their own: an RNN's flat weights)."""
-    for path, module in model.named_modules():
-        if not _is_torch_module(module):
-            yield (f"{path}." if path else ""), module
 
 
 def attribute_names(model: torch.nn.Module) -> set[str]:
     """Dotted names of every attribute and buffer of ``model``'s own modules."""
-    return {prefix + name for prefix, module in _user_modules(model) for name in (*vars(module), *module._buffers)}
+    return {prefix + name for prefix, module in user_modules(model) for name in (*vars(module), *module._buffers)}
 
 
 def uncarried_candidates(model: torch.nn.Module) -> set[str]:
@@ -290,19 +260,17 @@ def uncarried_candidates(model: torch.nn.Module) -> set[str]:
     hold state LEGO does not carry: containers (lists, tuples, dicts, sets),
     attributes and buffers that are None.  (Tensors are carried,
     :func:`probe_writes`; plain numbers are refused, :func:`python_state_error`.)"""
-    from lego_core.compose.folder import _MODULE_INTERNALS
-
     found = set()
-    for prefix, module in _user_modules(model):
+    for prefix, module in user_modules(model):
         found |= {prefix + name for name, buf in module._buffers.items() if buf is None}
         for name, value in vars(module).items():
-            if name not in _MODULE_INTERNALS and not name.startswith("_lego") and (value is None or isinstance(value, _CONTAINERS)):
+            if name not in MODULE_INTERNALS and not name.startswith("_lego") and (value is None or isinstance(value, CONTAINERS)):
                 found.add(prefix + name)
     return found
 
 
 def attribute_fingerprints(model: torch.nn.Module, names: set[str]) -> dict:
-    """``{dotted name: fingerprint}`` (:func:`_held`) of what each of
+    """``{dotted name: fingerprint}`` (``module_attributes.held``) of what each of
     ``names`` holds now (a buffer's tensor, an attribute's value), or a
     marker when it does not exist."""
     prints = {}
@@ -314,9 +282,9 @@ def attribute_fingerprints(model: torch.nn.Module, names: set[str]) -> dict:
             prints[name] = _MISSING_VALUE
             continue
         if leaf in owner._buffers:
-            prints[name] = _held(owner._buffers[leaf])
+            prints[name] = held(owner._buffers[leaf])
         elif leaf in vars(owner):
-            prints[name] = _held(vars(owner)[leaf])
+            prints[name] = held(vars(owner)[leaf])
         else:
             prints[name] = _MISSING_VALUE
     return prints
@@ -338,8 +306,6 @@ def uncarried_state_error(model: torch.nn.Module, call, path: str | None, outsid
     silently keep them.  ``outside``: a function giving more fingerprints to
     watch alike (``state_checks.outside_fingerprints``: globals of the model
     file, helper objects), refused with ``state_checks.outside_state_error``."""
-    from lego_core.load import state_checks
-
     outside = outside or dict
     candidates = uncarried_candidates(model)
     names_before = attribute_names(model)
@@ -361,9 +327,7 @@ def uncarried_state_error(model: torch.nn.Module, call, path: str | None, outsid
         return out, state_checks.outside_state_error(moved_outside, path)
     if not changed:
         return out, None
-    from lego_core.load.spec import ProblemError
-
-    none = _held(None)
+    none = held(None)
 
     def describe(name: str) -> str:
         if name in created or name in again:
@@ -410,8 +374,6 @@ def hooks_error(model: torch.nn.Module, path: str | None):
             found.append(f"a global {what} ({getattr(hook, '__qualname__', type(hook).__name__)})")
     if not found:
         return None
-    from lego_core.load.spec import ProblemError
-
     error = ProblemError(
         f"{'; '.join(found)}: torch.export captures what a hook on the model does into the plan, and ModelNew's call "
         "would run it again around the plan, applying it twice (a counter counted twice, an output scaled twice)",
@@ -435,13 +397,6 @@ def _in_place_example(name: str, before, after) -> str:
     return f"self.{name} += 1"
 
 
-def _version(t: torch.Tensor):
-    try:
-        return t._version
-    except RuntimeError:  # an inference-mode tensor keeps none
-        return None
-
-
 def _snapshot(model: torch.nn.Module, targets=None) -> list:
     saved = []
     wanted = None if targets is None else {_owner(model, t) for t in targets}
@@ -451,12 +406,12 @@ def _snapshot(model: torch.nn.Module, targets=None) -> list:
             if wanted is not None and (id(module), name) not in wanted:
                 continue
             if buf is not None:
-                saved.append((module, name, "buffer", buf, buf.detach().clone(), _version(buf)))
+                saved.append((module, name, "buffer", buf, buf.detach().clone(), tensor_version(buf)))
         for name, value in vars(module).items():
             if wanted is not None and (id(module), name) not in wanted:
                 continue
             if isinstance(value, torch.Tensor) and not isinstance(value, torch.nn.Parameter):
-                saved.append((module, name, "attribute", value, value.detach().clone(), _version(value)))
+                saved.append((module, name, "attribute", value, value.detach().clone(), tensor_version(value)))
     return saved
 
 
@@ -465,13 +420,13 @@ def _restore(saved: list) -> None:
         if kind == "buffer":
             if module._buffers.get(name) is not obj:
                 module._buffers[name] = obj
-            if version is None or _version(obj) != version:
+            if version is None or tensor_version(obj) != version:
                 with torch.no_grad():
                     obj.copy_(copy)
         else:
             if vars(module).get(name) is not obj:
                 module.__dict__[name] = obj
-            if version is None or _version(obj) != version:
+            if version is None or tensor_version(obj) != version:
                 with torch.no_grad():
                     obj.copy_(copy)
 

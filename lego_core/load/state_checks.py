@@ -24,16 +24,13 @@ far from their cause; each is refused before the search, with what to change:
 """
 from __future__ import annotations
 
-import functools
 import re
 import types
 
 import torch
 
+from lego_core.load.module_attributes import MODULE_INTERNALS, NOT_STATE, class_state, held, helper_object, user_classes, user_modules
 from lego_core.load.spec import ProblemError
-
-_NOT_STATE = (types.ModuleType, type, types.FunctionType, types.BuiltinFunctionType, types.MethodType,
-              functools.partial, torch.nn.Module, torch.dtype, torch.device)
 
 
 def _refusal(message: str, path: str | None, hint: str) -> ProblemError:
@@ -97,26 +94,15 @@ def alias_error(model: torch.nn.Module, written: list[str], path: str | None) ->
     return None
 
 
-def _helper_object(value, home: str | None) -> bool:
-    """Whether ``value`` is an object of a class the model file ``home``
-    (its module name) defines: a helper that may keep state in its
-    attributes.  Objects of other libraries (a ``logging.Logger``, which
-    fills a level cache as it is used) are compared by identity only."""
-    return (home is not None and type(value).__module__ == home and hasattr(value, "__dict__")
-            and not isinstance(value, (torch.Tensor, *_NOT_STATE)))
-
-
 def _print(value, home: str | None):
     """A fingerprint of ``value`` that changes when a forward changes it:
-    ``state._held`` (a tensor's identity and version counter, a container's
+    ``module_attributes.held`` (a tensor's identity and version counter, a container's
     contents two levels deep, anything else's identity; a number or string
     changes identity with its value), and for a helper object of the model
-    file (:func:`_helper_object`) the same of each of its own attributes."""
-    from lego_core.load.state import _held
-
-    if _helper_object(value, home):
-        return (type(value).__name__, id(value), tuple((k, _held(v, 1)) for k, v in list(vars(value).items())[:64]))
-    return _held(value)
+    file (``module_attributes.helper_object``) the same of each of its own attributes."""
+    if helper_object(value, home):
+        return (type(value).__name__, id(value), tuple((k, held(v, 1)) for k, v in list(vars(value).items())[:64]))
+    return held(value)
 
 
 def outside_fingerprints(model: torch.nn.Module, namespace: types.ModuleType | None) -> dict[str, tuple]:
@@ -124,43 +110,20 @@ def outside_fingerprints(model: torch.nn.Module, namespace: types.ModuleType | N
     outside the model's modules: the globals of the model file
     ``namespace`` (not its imports, classes, functions or modules), the
     attributes of the model's own classes, and the helper objects
-    (:func:`_helper_object`) that the model's own modules hold."""
-    from lego_core.compose.folder import _MODULE_INTERNALS
-    from lego_core.load.state import _user_modules
-
+    (``module_attributes.helper_object``) that the model's own modules hold."""
     home = namespace.__name__ if namespace is not None else None
     found = {}
     for name, value in (vars(namespace).items() if namespace is not None else ()):
-        if not name.startswith("__") and not isinstance(value, _NOT_STATE):
+        if not name.startswith("__") and not isinstance(value, NOT_STATE):
             found[f"the global {name} of the model file ({type(value).__name__})"] = _print(value, home)
-    for prefix, module in _user_modules(model):
+    for prefix, module in user_modules(model):
         for name, value in vars(module).items():
-            if name not in _MODULE_INTERNALS and not name.startswith("_lego") and _helper_object(value, home):
+            if name not in MODULE_INTERNALS and not name.startswith("_lego") and helper_object(value, home):
                 found[f"self.{prefix}{name} (a {type(value).__name__} object, not a module)"] = _print(value, home)
-    for cls in _user_classes(model):
-        for name, value in _class_state(cls).items():
+    for cls in user_classes(model):
+        for name, value in class_state(cls).items():
             found[f"the class attribute {cls.__name__}.{name} ({type(value).__name__})"] = _print(value, home)
     return found
-
-
-def _user_classes(model: torch.nn.Module) -> list[type]:
-    """The classes of ``model``'s own modules and their bases, not torch's."""
-    from lego_core.load.state import _user_modules
-
-    found = []
-    for _prefix, module in _user_modules(model):
-        for cls in type(module).__mro__:
-            if cls.__module__.split(".")[0] not in ("torch", "builtins") and cls not in found:
-                found.append(cls)
-    return found
-
-
-def _class_state(cls: type) -> dict:
-    """A class's own attributes that could hold state: not dunders, methods,
-    properties or nested classes."""
-    return {name: value for name, value in vars(cls).items()
-            if not name.startswith("__") and not isinstance(value, (*_NOT_STATE, staticmethod, classmethod, property))
-            and not callable(value)}
 
 
 def fake_tensor_holders(model: torch.nn.Module, namespace: types.ModuleType | None, limit: int = 4) -> list[str]:
@@ -174,10 +137,10 @@ def fake_tensor_holders(model: torch.nn.Module, namespace: types.ModuleType | No
 
     found, seen = [], set()
     roots = [(f"self.{p}" if p else "self", m) for p, m in model.named_modules()]
-    roots += [(c.__name__, _class_state(c)) for c in _user_classes(model)]
+    roots += [(c.__name__, class_state(c)) for c in user_classes(model)]
     if namespace is not None:
         roots += [("the model file's globals", {k: v for k, v in vars(namespace).items()
-                                                if not k.startswith("__") and not isinstance(v, _NOT_STATE)})]
+                                                if not k.startswith("__") and not isinstance(v, NOT_STATE)})]
     stack = [(where, value, 0) for where, value in roots]
     while stack and len(found) < 8:
         where, value, depth = stack.pop()
@@ -191,7 +154,7 @@ def fake_tensor_holders(model: torch.nn.Module, namespace: types.ModuleType | No
             items = [(f"{where}[{k!r}]", v) for k, v in list(value.items())[:256]]
         elif isinstance(value, (list, tuple, set, frozenset)):
             items = [(f"{where}[{k}]", v) for k, v in enumerate(list(value)[:256])]
-        elif isinstance(value, torch.nn.Module) or (hasattr(value, "__dict__") and not isinstance(value, _NOT_STATE)):
+        elif isinstance(value, torch.nn.Module) or (hasattr(value, "__dict__") and not isinstance(value, NOT_STATE)):
             own = {k: v for k, v in vars(value).items() if k not in ("_modules", "_parameters")}
             own.update(own.pop("_buffers", None) or {})
             items = [(f"{where}.{k}", v) for k, v in own.items()]

@@ -2,7 +2,7 @@
 
 The process that starts the jailed child (a web worker, the CLI) must not
 take what the child says about the machine: it keys the child's kernel
-cache entries itself (``api._key_for``: the GPU's name is part of the key)
+cache entries itself (``search.cache.run_key``: the GPU's name is part of the key)
 and makes the GPU lock files the jail shows read-only (``jail.for_run``).
 It learns both from :func:`probe`, which runs ``python -m
 lego_core.runtime.gpu_probe`` once per process (and ``CUDA_VISIBLE_DEVICES`` and
@@ -26,6 +26,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from lego_core.runtime import gpu_lock
+
 log = logging.getLogger(__name__)
 TIMEOUT_S = 120  # importing torch and starting CUDA, on a busy machine
 
@@ -36,8 +38,6 @@ def probe() -> dict:
     created (``lego_core.runtime.gpu_lock``).  Memoized per ``CUDA_VISIBLE_DEVICES``
     and lock folder.  Never raises: a probe that fails logs a warning and
     returns no name and no locks."""
-    from lego_core.runtime import gpu_lock
-
     return dict(_probe(os.environ.get("CUDA_VISIBLE_DEVICES"), os.environ.get(gpu_lock.LOCK_DIR_ENV) or gpu_lock.DEFAULT_LOCK_DIR))
 
 
@@ -83,9 +83,7 @@ def _cuda_available(visible: str | None) -> bool | None:
 
 
 def _main(argv: list[str] | None = None) -> int:
-    import torch
-
-    from lego_core.runtime import gpu_lock
+    import torch  # here, not at the top: probe() runs this in a fresh interpreter, and importers of this module need no torch
 
     if "--cuda" in (sys.argv[1:] if argv is None else argv):
         available = bool(torch.cuda.is_available())

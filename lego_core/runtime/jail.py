@@ -28,7 +28,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import glob
-import importlib.util
 import json
 import logging
 import os
@@ -39,6 +38,9 @@ import tempfile
 from pathlib import Path
 
 from lego_core.load import local_modules
+from lego_core.runtime import gpu_lock, gpu_probe
+
+PACKAGE_DIR = Path(__file__).resolve().parent.parent  # the lego_core package folder
 
 # files of /etc the interpreter and the libraries read (dynamic linker, time zone)
 ETC_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime", "/etc/alternatives")
@@ -125,28 +127,8 @@ def package_paths() -> list[str]:
     ``sys.path`` folder inside either, and the ``lego_core`` package alone
     (not the project folder around it)."""
     paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, str(Path(sys.executable).resolve().parent)}
-    import lego_core
-
-    paths.add(str(Path(lego_core.__file__).resolve().parent))
+    paths.add(str(PACKAGE_DIR))
     return sorted(p for p in paths if p)
-
-
-def module_files(spec: str) -> list[str]:
-    """The source files of ``"package.module:factory"``'s module and of the
-    packages above it (their ``__init__.py``), found without importing it:
-    what the child needs to import a configured agent pool, and nothing
-    else of its project."""
-    name = spec.split(":", 1)[0]
-    files = []
-    parts = name.split(".")
-    for i in range(1, len(parts) + 1):
-        try:
-            found = importlib.util.find_spec(".".join(parts[:i]))
-        except (ImportError, ValueError):
-            return files
-        if found is not None and found.origin and os.path.isfile(found.origin):
-            files.append(str(Path(found.origin).resolve()))
-    return files
 
 
 @functools.lru_cache(maxsize=None)
@@ -197,41 +179,31 @@ def _unique(paths: list[str]) -> list[str]:
 
 
 TMP_BYTES = 256 << 20  # the private /tmp (memory); the scratch folder is where files go
-RELAY_ENV = "LEGO_AGENT_RELAY"  # the web app's agent relay socket (webapp.runs.fanout)
+RELAY_ENV = "LEGO_AGENT_RELAY"  # the agent relay's socket (lego_core.agents.relay)
 _warned: set[str] = set()
 
 
-def for_run(model_file: str, stage: str, scratch: str, cache_root: str | None, agent_pool: str | None, *,
+def for_run(model_file: str, stage: str, scratch: str, cache_root: str | None, *,
             model_folder: bool = True, import_paths: tuple | list = ()) -> Jail:
     """The jail of one optimizer run: the model file, its folder (not its
     parents; unless ``model_folder`` is False or the folder is too broad:
     ``local_modules.import_view``), the folders of ``import_paths`` (the
     command line's ``PYTHONPATH``, also put on the child's ``PYTHONPATH``)
     and the kernel cache (``cache_root``, None when the run does not use it)
-    read-only, the agent pool's module files read-only, the agent relay's
-    socket folder (``$LEGO_AGENT_RELAY``) so the child reaches the relay, the
-    staging folder ``stage`` and the private ``scratch`` folder writable; on
+    read-only, the agent relay's socket folder (``$LEGO_AGENT_RELAY``) so
+    the child reaches the relay (nothing of the caller's own code: its
+    agent pools answer on the caller's side of the socket), the staging folder ``stage`` and the private ``scratch`` folder writable; on
     a GPU machine also the GPU lock folder (``lego_core.runtime.gpu_lock``),
     read-only with its lock files made here (:func:`gpu_lock_folder`), so
     that jailed runs sharing a card still keep their timings apart.  What it
     shows of the user's files is logged and handed to the child in
     ``$LEGO_IMPORT_VIEW`` (``local_modules.VIEW_ENV``: the report and a
     failed import's message say it)."""
-    import lego_core
-
     view = local_modules.import_view(model_file, import_paths, model_folder)
     read_only = [*([view["model_folder"]] if view["model_folder"] else []), str(Path(model_file).resolve()), *view["import_paths"]]
     if cache_root:
         read_only.append(str(Path(cache_root).resolve()))
-    extra_path = [str(Path(lego_core.__file__).resolve().parent.parent), *view["import_paths"]]
-    if agent_pool:
-        files = module_files(agent_pool)
-        read_only += files
-        if files:  # the folder the pool's top-level package (or module) is imported from
-            top = Path(files[0])
-            root = str(top.parent.parent if top.name == "__init__.py" else top.parent)
-            if root not in extra_path:
-                extra_path.append(root)
+    extra_path = [str(PACKAGE_DIR.parent), *view["import_paths"]]
     relay = os.environ.get(RELAY_ENV)
     if relay and os.path.exists(relay):
         read_only.append(str(Path(relay).resolve().parent))  # a private folder that holds only the socket
@@ -248,8 +220,6 @@ def gpu_lock_folder() -> str:
     every visible GPU made by this process (``gpu_probe.probe``): the jail
     shows it read-only, so a jailed run takes the locks (``flock(2)`` on a
     file opened read-only) but cannot remove, replace or plant files there."""
-    from lego_core.runtime import gpu_lock, gpu_probe
-
     locks = Path(os.environ.get(gpu_lock.LOCK_DIR_ENV) or gpu_lock.DEFAULT_LOCK_DIR)
     locks.mkdir(parents=True, exist_ok=True)
     gpu_probe.probe()  # makes the lock files
@@ -273,8 +243,6 @@ def wanted() -> bool:
             raise RuntimeError(f"the sandbox is required (LEGO_SANDBOX=require) but cannot be used: {why}")
     if why not in _warned:
         _warned.add(why)
-        import logging
-
         logging.getLogger(__name__).warning(
             "uploaded code runs WITHOUT the bubblewrap sandbox (%s): only its network is cut; it can read and write "
             "whatever this user can (docs/SECURITY.md)", why)

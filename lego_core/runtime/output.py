@@ -31,6 +31,7 @@ import stat
 import time
 from pathlib import Path
 
+from lego_core.events import RunFinished
 from lego_core.load.spec import ProblemError
 
 RECORD = ".lego_output.json"
@@ -122,8 +123,6 @@ def commit(stage: Path, out: Path, run_id: str) -> None:
 def finish(stage: Path, out: Path, run_id: str, report: dict, emit) -> None:
     """Commit the verified output in ``stage`` to ``out`` (:func:`commit`)
     and send ``RunFinished`` to ``emit``."""
-    from lego_core.events import RunFinished
-
     commit(stage, out, run_id)
     emit(RunFinished(out_dir=str(out), summary=report.get("summary", {})))
 
@@ -134,8 +133,6 @@ def check_staged(stage: Path) -> None:
     hard link to a file elsewhere, a FIFO or a device file would make the
     output folder, its downloads or its zip reach outside the run.  The
     parent calls this before it commits the child's output."""
-    from lego_core.load.spec import ProblemError
-
     stage = Path(stage)
     for path in [stage, *stage.rglob("*")]:
         info = path.lstat()

@@ -46,7 +46,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from lego_core.runtime import sandbox_child
+from lego_core.errors import OptimizeError
 from lego_core.events import event_from_dict, Sink, null_sink
+from lego_core.load.spec import ProblemError
 
 log = logging.getLogger(__name__)
 
@@ -254,7 +256,7 @@ def _decode(data: bytes) -> tuple[str, dict]:
     :data:`MAX_MESSAGE_VALUES` values (counted before parsing, so the parent
     never builds them) or nests lists and objects deeper than
     :data:`MAX_MESSAGE_DEPTH`."""
-    if _value_bound(data) > MAX_MESSAGE_VALUES:
+    if value_bound(data) > MAX_MESSAGE_VALUES:
         raise ChildCrashed(f"the optimizer process sent a message of more than {MAX_MESSAGE_VALUES:,} JSON values and was stopped.")
     try:
         message = json.loads(data)
@@ -269,7 +271,7 @@ def _decode(data: bytes) -> tuple[str, dict]:
     return message["kind"], message
 
 
-def _value_bound(data: bytes) -> int:
+def value_bound(data: bytes) -> int:
     """An upper bound on the number of JSON values in ``data``: every value
     but the first of a list or object follows a comma, the first an opening
     bracket.  Commas and brackets inside strings are not counted (strings
@@ -298,9 +300,6 @@ def rebuild_error(data: Any) -> Exception:
     with its path, line and hint; OptimizeError and ChildCrashed; a built-in
     exception type with its message; anything else RuntimeError("Type:
     message" and the child's traceback)."""
-    from lego_core.errors import OptimizeError
-    from lego_core.load.spec import ProblemError
-
     if not isinstance(data, dict):
         return ChildCrashed("the optimizer process reported an error outside the protocol.")
     name, message = str(data.get("type", "Exception"))[:100], str(data.get("message", ""))
@@ -332,16 +331,12 @@ def _death_message(exitcode: int | None, jailed: bool) -> str:
 
 
 # used by the candidate executors (lego_core.judge.process.child), which start below the child
-def _die_with_parent() -> None:
-    sandbox_child._die_with_parent()
-
-
-def _limit_resources() -> None:
+def limit_executor_resources() -> None:
     """No core dumps; cap open files (the other limits are inherited from the child)."""
     sandbox_child.limit_resources({})
 
 
-def _isolate_network() -> None:
+def isolate_executor_network() -> None:
     """A new, empty network namespace where permitted; ``LEGO_SANDBOX_NETWORK=1`` keeps the network."""
     if os.environ.get("LEGO_SANDBOX_NETWORK") != "1":
         sandbox_child.isolate_network()

@@ -29,6 +29,8 @@ import warnings
 from multiprocessing.connection import Connection
 from typing import Any, Callable
 
+from lego_core.load.spec import ProblemError
+
 # run with -c, not -m: this module must be imported as itself (pipeline reads its _out)
 ENTRY = "import sys; from lego_core.runtime.sandbox_child import main; sys.exit(main(sys.argv[1:]))"
 _out: Connection | None = None
@@ -63,8 +65,6 @@ def error_data(exc: BaseException) -> dict:
     if not isinstance(exc, Exception):  # SystemExit, KeyboardInterrupt: not the parent's to obey
         exc = RuntimeError(f"the optimizer process stopped: {type(exc).__name__}({exc})")
     data = {"type": type(exc).__name__, "message": str(exc), "traceback": "".join(traceback.format_exception(exc))[-20000:]}
-    from lego_core.load.spec import ProblemError
-
     if isinstance(exc, ProblemError):
         data.update(message=exc.message, path=exc.path, line=exc.line, hint=exc.hint)
     return data
@@ -76,7 +76,7 @@ def main(argv: list[str]) -> int:
     job_fd, out_fd = int(argv[0]), int(argv[1])
     with os.fdopen(job_fd, "rb") as job_file:
         job = pickle.load(job_file)  # from the trusted parent
-    _die_with_parent()
+    die_with_parent()
     limit_resources(job.get("limits") or {})
     if job.get("isolate_network"):
         isolate_network()
@@ -110,7 +110,7 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """Ask Linux to SIGKILL this process when its parent dies (a killed
     worker must not leave a model running); a no-op elsewhere."""
     pr_set_pdeathsig = 1

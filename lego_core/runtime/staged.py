@@ -41,6 +41,7 @@ from pathlib import Path
 
 from lego_core.load import local_modules
 from lego_core.load.spec import ProblemError, overrides_to_json
+from lego_core.runtime import output, sandbox
 
 REQUIRED = ("optimized_model.py", "reference_model.py", "lego_runtime.py", "lego_overrides.py", "report.json")
 OPTIONAL = ("constants.pt",)
@@ -66,8 +67,6 @@ def accept(stage: Path, report: dict, run_id: str, spec) -> dict:
 
 
 def _accept(stage: Path, report: dict, run_id: str, spec) -> dict:
-    from lego_core.runtime import output
-
     output.check_staged(stage)  # links and special files
     names = {p.name for p in stage.iterdir()}
     allowed = {*REQUIRED, *OPTIONAL, *FOLDERS, local_modules.FOLDER}
@@ -126,11 +125,9 @@ def _module_files(stage: Path) -> list[Path]:
 def check_report(path: Path, report: dict, run_id: str, spec) -> dict:
     """The report, once ``path`` (the staged ``report.json``) holds it and
     it names this run (module docstring); raises ProblemError otherwise."""
-    from lego_core.runtime import sandbox
-
     try:
         data = path.read_bytes()
-        if sandbox._value_bound(data) > sandbox.MAX_MESSAGE_VALUES:
+        if sandbox.value_bound(data) > sandbox.MAX_MESSAGE_VALUES:
             raise ValueError(f"more than {sandbox.MAX_MESSAGE_VALUES:,} values")
         try:
             staged = json.loads(data)

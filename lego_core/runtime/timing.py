@@ -33,6 +33,8 @@ from typing import Any, Callable, Protocol, Sequence
 
 import torch
 
+from lego_core.runtime import gpu_lock
+
 L2_FLUSH_BYTES = 256 * 1024 * 1024
 DEFAULT_WARMUP_MS = 25.0
 DEFAULT_REP = 100
@@ -259,8 +261,6 @@ def time_gpu(
     """
     if not gpu_available():
         raise RuntimeError("time_gpu needs a CUDA device and none is available; use the cost model (lego_core.cost.costmodel) or time_cpu")
-    from lego_core.runtime import gpu_lock
-
     device = _device_of(input_sets)
     with torch.cuda.device(device), gpu_lock.exclusive(device):  # no other process's kernels beside the timed ones
         clock = CudaEventClock(device, l2_flush_bytes if flush_l2 else 0)

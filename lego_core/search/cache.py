@@ -12,7 +12,7 @@ Layout: one JSON file per key, ``<root>/<key[:2]>/<key>.json``, each holding
 ``source_sha256`` is the hash of the entry's kernel source, recorded by the
 writer; an entry whose source does not match it (edited after it was
 written) is ignored, and a cached kernel is verified again before reuse
-anyway (``search.engine``).
+anyway (``search.cached``).
 
 Who writes: only the trusted process.  The optimizer child, which runs the
 user's model file, sees the cache folder read-only (``lego_core.runtime.jail``); its
@@ -179,6 +179,22 @@ def cache_key(signature: str, device: str, dtype, agent: str, config_key: dict) 
         "judge": judge_hash(),
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
+
+
+def run_key(device: str, gpu_name: str | None, dtype, agent: str, config) -> Callable[[str], str]:
+    """``signature -> cache key`` (:func:`cache_key`) for one run's sub-problems.
+
+    The one place a run's key is assembled: the optimizer child reads and
+    writes entries with it (``search.cached``) and the trusted parent keys
+    the entries the child forwards with it (``api``), each from what it knows
+    itself.  ``device``: ``"cpu"`` or ``"cuda"``; ``gpu_name``: the CUDA
+    device's name (a GPU run's times belong to one GPU model; ignored on the
+    CPU); ``dtype``: a ``torch.dtype`` or its name (``"float32"``);
+    ``agent``: the agent's name (``agents.agent_name``); ``config``: the
+    ``OptimizeConfig`` (its ``key()`` is hashed)."""
+    where = f"cuda:{gpu_name}" if device == "cuda" else device
+    config_key = config.key()
+    return lambda signature: cache_key(signature, where, dtype, agent, config_key)
 
 
 # ---------------------------------------------------------------------------

@@ -2,8 +2,8 @@
 
 Each sub-problem is captured from a tiny ``nn.Module`` the way a run captures
 a user's model (``load_problem`` -> ``capture_graph`` -> ``build_tree``), and
-judged by a real ``Search`` (``lego_core.search.engine``): :func:`judge_candidate`
-hands a kernel file's source to ``Search._check``, the same entry the search
+judged by a real ``Search``'s judge (``lego_core.judge.candidate``): :func:`judge_candidate`
+hands a kernel file's source to ``CandidateJudge.judge``, the same entry the search
 uses for an agent's candidate (static check, import, verification; timing is
 estimated on the CPU).  When candidate execution moves into its own process,
 repoint :func:`judge_candidate` at the new entry; the corpus does not change.
@@ -137,10 +137,10 @@ def build_case(name: str, folder: Path, device: str = "cpu", inputs: str | None 
 
 def judge_candidate(source: str, case: Case, seeds: tuple | None = None) -> Candidate:
     """Judge a kernel file's ``source`` for ``case``'s sub-problem the way the
-    search judges an agent's candidate (``Search._check``); returns the
+    search judges an agent's candidate (``CandidateJudge.judge``); returns the
     candidate (``usable``, ``rejected_reason``, ``verified``)."""
     search = case.search(seeds)
     number = next(_unique)
     cand = Candidate(f"{case.node.id}-hack-{number}", case.node.id, "hack", "triton", source, f"{case.node.sub.id}_hack_{number}")
-    search._check(case.node, cand)
+    search.judge.judge(case.node, cand)
     return cand

@@ -4,7 +4,7 @@ own reason, each honest control is accepted.
 The corpus is in ``corpus.py`` (one complete kernel file per entry, the kind
 of trick and the defence that must catch it); the sub-problems are captured
 once per module from tiny models (``hacks_support.MODELS``) and judged by the
-search's own ``Search._check`` (``hacks_support.judge_candidate``) with
+search's own judge, ``CandidateJudge.judge`` (``hacks_support.judge_candidate``) with
 verification seeds drawn at random, as a run draws them.
 """
 from __future__ import annotations
@@ -52,9 +52,9 @@ def test_memorised_seeds_pass_only_when_the_seeds_are_public(cases, monkeypatch)
     """The seed hack is not a straw man: with the seeds every run used to
     have it is accepted; with the seeds a run now draws it is not (judged
     past the static check, which refuses its ``import base64`` first)."""
-    from lego_core.search import engine
+    from lego_core.judge import candidate
 
-    monkeypatch.setattr(engine, "calls_back_into_reference", lambda *args, **kwargs: None)
+    monkeypatch.setattr(candidate, "calls_back_into_reference", lambda *args, **kwargs: None)
     hack = next(h for h in HACKS if h.name == "memorised_public_seeds")
     assert judge_candidate(hack.source, cases["softmax"], seeds=PUBLIC_SEEDS).usable
     drawn = cases["softmax"].search().config
@@ -65,7 +65,8 @@ def test_memorised_seeds_pass_only_when_the_seeds_are_public(cases, monkeypatch)
 def test_fill_value_hacks_pass_the_whole_tensor_check(cases):
     """Without judging the non-fill elements apart, the masked_fill hacks pass
     both the elementwise and the norm-relative check."""
-    from lego_core.judge.verify import _compare_float_part, tolerances
+    from lego_core.dtypes import tolerances
+    from lego_core.judge.verify import _compare_float_part
 
     scores = torch.randn(8, 128, generator=torch.Generator().manual_seed(0))
     mask = torch.rand(8, 128, generator=torch.Generator().manual_seed(1)) < 0.3
@@ -107,9 +108,9 @@ def test_hack_is_rejected_past_the_static_check(hack, cases, monkeypatch):
     check out of the way, the hack is still rejected, for the reason its
     entry names (a kernel written to get past a static reading must not get
     through)."""
-    from lego_core.search import engine
+    from lego_core.judge import candidate
 
-    monkeypatch.setattr(engine, "calls_back_into_reference", lambda *args, **kwargs: None)
+    monkeypatch.setattr(candidate, "calls_back_into_reference", lambda *args, **kwargs: None)
     cand = judge_candidate(hack.source, cases[hack.case])
     assert not cand.usable, f"{hack.name} ({hack.kind}) was accepted past the static check: {cand.verified.reason}"
     assert hack.expect in cand.rejected_reason, f"{hack.name}: rejected for another reason past the static check: {cand.rejected_reason}"

@@ -83,9 +83,9 @@ def test_codegen_sources_cover_templates_and_generators():
 
 
 def test_key_changes_when_a_template_changes(tmp_path, monkeypatch):
-    for name in ("agents", "fusion"):
+    for name in ("agents", "tree/fusion"):
         shutil.copytree(cache_mod._PACKAGE / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
-    monkeypatch.setattr(cache_mod, "CODEGEN_ROOTS", (tmp_path / "agents", tmp_path / "fusion"))
+    monkeypatch.setattr(cache_mod, "CODEGEN_ROOTS", (tmp_path / "agents", tmp_path / "tree" / "fusion"))
     template = tmp_path / "agents" / "template" / "templates" / "kernel_file.py.j2"
     original = template.read_text()
     base_hash, base_key = codegen_hash(), key()
@@ -103,7 +103,7 @@ def test_key_changes_when_a_template_changes(tmp_path, monkeypatch):
     assert codegen_hash() == base_hash
     assert key() == base_key
 
-    (tmp_path / "fusion" / "new_rule.py").write_text("X = 1\n")  # a new source file counts too
+    (tmp_path / "tree" / "fusion" / "new_rule.py").write_text("X = 1\n")  # a new source file counts too
     assert codegen_hash() != base_hash
 
 
@@ -473,7 +473,7 @@ def test_the_parent_writes_origin_and_time_itself(tmp_path):
 
 
 def test_the_parent_keys_a_run_from_what_it_knows(monkeypatch):
-    """api._key_for: the engine's key (search.engine._cache_key) for the
+    """api._key_for: the child's key (search.cache.run_key, as search.cached calls it) for the
     run's device (a GPU's name from the parent's own probe), dtype, agent and
     config, never the child's word."""
     from lego_core import api

@@ -227,7 +227,7 @@ def test_a_data_file_read_beside_the_model_file_is_named_with_the_fix(tmp_path):
     """The model file opens cfg.json from its own folder (os.path.dirname(__file__)); the optimized model runs
     a copy of the file from the output folder, where only Python modules are copied.  Before: LEGO's staging
     path in a bare FileNotFoundError."""
-    from lego_core.judge.process.composed import _file_beside_the_model
+    from lego_core.judge.process.fresh import _file_beside_the_model
     from lego_core.judge.process.wire import raised
 
     out = tmp_path / ".out.lego-1a2b3c4d"

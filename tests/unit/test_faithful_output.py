@@ -149,7 +149,7 @@ def test_failure_at_load_marks_the_earlier_output(earlier, tmp_path):
 def test_child_crash_after_composing_leaves_no_files(tmp_path):
     """The composed model's process dies (os._exit in ModelNew) during the end-to-end check, after
     the run composed.  Before: the folder held the composed, never verified optimized_model.py and
-    kernels/.  The composed model runs in a process of its own (lego_core.judge.process.composed), so the
+    kernels/.  The composed model runs in a process of its own (lego_core.judge.end_to_end.composed), so the
     optimizer outlives it and fails the run, naming how it died."""
     out = tmp_path / "crash"
     with pytest.raises(OptimizeError, match=r"the composed model's process gave no result: .*\(exit code 3\)"):

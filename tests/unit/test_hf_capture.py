@@ -225,7 +225,7 @@ def test_the_runtime_imports_a_model_output_classs_module_when_nothing_registere
     ``lego_runtime.unflatten_output`` imports the module the spec names and rebuilds the class."""
     code = (
         "import sys, torch\n"
-        f"sys.path.insert(0, {str(REPO / 'lego_core' / 'templates')!r})\n"
+        f"sys.path.insert(0, {str(REPO / 'lego_core' / 'compose' / 'templates')!r})\n"
         "import lego_runtime\n"
         "spec = ('[1, {\"type\": \"transformers.modeling_outputs.CausalLMOutput\", \"context\": \"[\\\\\"logits\\\\\"]\", '\n"
         "        '\"children_spec\": [{\"type\": null, \"context\": null, \"children_spec\": []}]}]')\n"

@@ -153,7 +153,7 @@ class HostileAgent:
         return proposal
 
 
-def make_search(tmp_path, agent, **config):
+def make_search(tmp_path, agent, executor=None, call_timeout_s=None, **config):
     tmp_path.mkdir(parents=True, exist_ok=True)
     path = tmp_path / "model.py"
     path.write_text(MODEL)
@@ -166,7 +166,8 @@ def make_search(tmp_path, agent, **config):
     work = tmp_path / "work"
     work.mkdir(exist_ok=True)
     cfg = OptimizeConfig(cache=False, mutation=False, agents=1, **config)
-    return Search(tree, activations, parameters, agent, cfg, torch.float32, "cpu", work, events.append), events
+    search = Search(tree, activations, parameters, agent, cfg, torch.float32, "cpu", work, events.append, executor=executor, call_timeout_s=call_timeout_s)
+    return search, events
 
 
 def results(events, search, which) -> list:
@@ -199,9 +200,9 @@ def past_the_static_check(monkeypatch):
     (``verify.calls_back_into_reference``, which refuses ``import lego_core``,
     ``signal``, assignments into triton, ...) is switched off so they reach
     the executor, as code that hides from the static check would."""
-    import lego_core.search.engine as engine
+    import lego_core.judge.candidate as candidate
 
-    monkeypatch.setattr(engine, "calls_back_into_reference", lambda *args, **kwargs: None)
+    monkeypatch.setattr(candidate, "calls_back_into_reference", lambda *args, **kwargs: None)
 
 
 def optimizer_functions() -> tuple:
@@ -247,8 +248,7 @@ def test_without_the_tamper_check_patches_made_at_call_time_change_nothing_that_
                               "\n    torch.softmax = _zeros\n    torch.nn.functional.softmax = _zeros\n")
     at_call = at_call.replace("def launch(in0, out=None):\n", "def launch(in0, out=None):\n    _patch()\n")
     assert "_patch()" in at_call and "\ntorch.softmax = _zeros" not in at_call
-    search, events = make_search(tmp_path, HostileAgent(lambda honest: at_call))
-    search.judge = Executor(snapshot=False)
+    search, events = make_search(tmp_path, HostileAgent(lambda honest: at_call), executor=Executor(snapshot=False))
     search.run()
     hostile = results(events, search, first_region)
     assert hostile and not any(e.passed for e in hostile)
@@ -272,8 +272,7 @@ def test_without_the_tamper_check_patches_made_at_call_time_change_nothing_that_
 )
 @pytest.mark.faults
 def test_a_candidate_that_dies_raises_or_hangs_fails_and_the_run_goes_on(tmp_path, past_the_static_check, kind, expected):
-    search, events = make_search(tmp_path, HostileAgent(lambda honest: with_bad_launch(honest, kind)))
-    search.call_timeout_s = 3.0
+    search, events = make_search(tmp_path, HostileAgent(lambda honest: with_bad_launch(honest, kind)), call_timeout_s=3.0)
     started = time.monotonic()
     result = search.run()
     assert time.monotonic() - started < 120
@@ -282,14 +281,13 @@ def test_a_candidate_that_dies_raises_or_hangs_fails_and_the_run_goes_on(tmp_pat
     assert all(expected in e.reason for e in hostile), [e.reason for e in hostile]
     honest = results(events, search, lambda sub: not first_region(sub))  # (d): verified all the same
     assert honest and all(e.passed for e in honest)
-    assert result.plan.items and search.judge is None  # the run ended and stopped its executor
+    assert result.plan.items and search.judge.executor is None  # the run ended and stopped its executor
     assert candidate_modules() == []
 
 
 @pytest.mark.faults
 def test_a_kernel_file_that_hangs_on_import_is_stopped(tmp_path, past_the_static_check):
-    search, events = make_search(tmp_path, HostileAgent(lambda honest: "import time\ntime.sleep(3600)\n" + honest))
-    search.call_timeout_s = 3.0
+    search, events = make_search(tmp_path, HostileAgent(lambda honest: "import time\ntime.sleep(3600)\n" + honest), call_timeout_s=3.0)
     search.run()
     hostile = results(events, search, first_region)
     assert hostile and all("no answer within 3 s during importing the kernel file" in e.reason for e in hostile)
@@ -299,14 +297,14 @@ def test_a_kernel_file_that_hangs_on_import_is_stopped(tmp_path, past_the_static
 
 
 def _check_in_order(search, events, sources):
-    """Verify ``sources[k]`` on the k-th softmax region, in order, through ``Search._check``."""
+    """Verify ``sources[k]`` on the k-th softmax region, in order, through the search's judge (``CandidateJudge.judge``)."""
     nodes = [n for n in search.tree.or_nodes() if n.sub.kind == "row_reduction"]
     nodes.sort(key=lambda n: not first_region(n.sub))
     cands = []
     for k, (node, make) in enumerate(zip(nodes, sources)):
         honest = TemplateAgent().propose(node.sub, []).source
         cand = Candidate(f"{node.id}-t{k}", node.id, "test", "triton", make(honest), f"{node.sub.id}_kernel")
-        search._check(node, cand)
+        search.judge.judge(node, cand)
         cands.append(cand)
     search.close()
     return cands
@@ -315,8 +313,7 @@ def _check_in_order(search, events, sources):
 def test_tampering_that_would_break_later_candidates_is_caught(tmp_path, past_the_static_check):
     sabotage = [lambda honest: honest + SABOTAGE_OTHERS, lambda honest: honest]
     # without the check the saboteur passes (its own output is right) and the honest kernel after it fails
-    search, events = make_search(tmp_path / "unchecked", TemplateAgent())
-    search.judge = Executor(snapshot=False)
+    search, events = make_search(tmp_path / "unchecked", TemplateAgent(), executor=Executor(snapshot=False))
     saboteur, victim = _check_in_order(search, events, sabotage)
     assert saboteur.verified.passed and not victim.verified.passed
     # with it: the saboteur is rejected, the executor restarted, the honest kernel passes
@@ -332,7 +329,7 @@ def test_tampering_that_would_break_later_candidates_is_caught(tmp_path, past_th
 
 
 def test_the_end_to_end_check_runs_the_composed_model_in_another_process(tmp_path, monkeypatch):
-    from lego_core.judge.process import composed
+    from lego_core.judge.end_to_end import composed
     from lego_core.pipeline import run_pipeline
 
     seen = []
@@ -360,7 +357,8 @@ def test_the_end_to_end_check_runs_the_composed_model_in_another_process(tmp_pat
 
 def test_a_composed_model_process_that_edits_the_output_folder_fails_the_check(tmp_path):
     from lego_core.errors import OptimizeError
-    from lego_core.judge.process.composed import run_fresh
+    from lego_core.judge.end_to_end.served import serve
+    from lego_core.judge.process.fresh import run_fresh
 
     (tmp_path / "optimized_model.py").write_text("x = 1\n")
     (tmp_path / "kernels").mkdir()
@@ -371,15 +369,15 @@ def test_a_composed_model_process_that_edits_the_output_folder_fails_the_check(t
             (tmp_path / "kernels" / "k.py").write_text("# something else ships\n")
             return {"output": ("value", None)}
 
-    import lego_core.judge.process.composed as composed
+    import lego_core.judge.process.fresh as fresh
 
-    original = composed.Executor
-    composed.Executor = Editing
+    original = fresh.Executor
+    fresh.Executor = Editing
     try:
         with pytest.raises(OptimizeError, match="changed files of the output folder: kernels/k.py"):
-            run_fresh(tmp_path, "composed", {})
+            run_fresh(tmp_path, "composed", {}, serve)
     finally:
-        composed.Executor = original
+        fresh.Executor = original
 
 
 # ---------------------------------------------------------------- the wire
@@ -507,7 +505,7 @@ def test_an_executor_stuck_in_a_kernel_does_not_outlive_its_judge(tmp_path):
     spin.write_text("def launch(out=None):\n    while True:\n        pass\n")
     judge = tmp_path / "judge.py"
     judge.write_text(textwrap.dedent(f'''
-        from lego_core.judge import Executor
+        from lego_core.judge.process import Executor
 
         if __name__ == "__main__":
             executor = Executor(call_timeout_s=1000)

@@ -341,7 +341,7 @@ def test_the_jail_mounts_the_model_folder_and_import_paths_read_only_but_not_the
     for made in (folder, lib, stage, scratch):
         made.mkdir()
     (folder / "model.py").write_text("")
-    made = jail.for_run(str(folder / "model.py"), str(stage), str(scratch), None, None, import_paths=(str(lib),))
+    made = jail.for_run(str(folder / "model.py"), str(stage), str(scratch), None, import_paths=(str(lib),))
     cmd = made.command(["/bin/true"])
     pairs = {(cmd[i], cmd[i + 1]) for i in range(len(cmd) - 1) if cmd[i] in ("--ro-bind", "--bind")}
     assert ("--ro-bind", str(folder.resolve())) in pairs and ("--ro-bind", str(lib.resolve())) in pairs
@@ -350,7 +350,7 @@ def test_the_jail_mounts_the_model_folder_and_import_paths_read_only_but_not_the
     assert made.env["PYTHONPATH"].split(os.pathsep)[1:] == [str(lib.resolve())]
     assert json.loads(made.env[local_modules.VIEW_ENV])["model_folder"] == str(folder.resolve())
 
-    hidden = jail.for_run(str(folder / "model.py"), str(stage), str(scratch), None, None, model_folder=False)
+    hidden = jail.for_run(str(folder / "model.py"), str(stage), str(scratch), None, model_folder=False)
     cmd = hidden.command(["/bin/true"])
     shown = {cmd[i + 1] for i in range(len(cmd) - 1) if cmd[i] == "--ro-bind"}
     assert str((folder / "model.py").resolve()) in shown and str(folder.resolve()) not in shown

@@ -1,7 +1,10 @@
 """lego_core.agents.relay on its own: the parent's ``RelayServer`` (socket,
-threads, environment, the hooks a subclass sets: lego_core's ``AgentServer``
-and the web app's ``fanout.AgentRelay`` are two) and the child's side
-(``exchange``, ``proposal_of``, ``RelayPool``), over a real Unix socket."""
+threads, environment, the hooks a subclass sets), its ``AgentServer`` (the
+pools it serves: the LLM agent's, or those a caller's
+``agents.pool.AgentPoolFactory`` makes) and the child's side (``exchange``,
+``proposal_of``, ``RelayPool``, ``make_pool`` for a relayed agent), over a
+real Unix socket; and a whole isolated run whose agent calls a caller's
+factory answers in the calling process."""
 from __future__ import annotations
 
 import os
@@ -12,7 +15,11 @@ import time
 import pytest
 
 from lego_core.agents.base import Proposal
-from lego_core.agents.relay import RELAY_ENV, AgentServer, RelayPool, RelayServer, exchange, proposal_of
+from lego_core import optimize
+from lego_core.agents.pool import InlineAgentPool, LocalAgentPool, make_pool
+from lego_core.agents.relay import GRACE_S, RELAY_ENV, TIMEOUT_ENV, AgentServer, RelayPool, RelayServer, exchange, proposal_of
+from lego_core.agents.template.agent import TemplateAgent
+from lego_core.config import OptimizeConfig
 from lego_core.load.capture import capture_graph
 from lego_core.load.problem import ProblemSpec, load_problem
 from lego_core.tree.fusion_tree import build_tree
@@ -101,7 +108,7 @@ def test_the_agent_server_serves_its_agents_to_a_relay_pool(tmp_path):
     (tmp_path / "model.py").write_text(MODEL)
     sub = build_tree(capture_graph(load_problem(ProblemSpec(str(tmp_path / "model.py"))))).leaves()[0].sub
     agent = Recording()
-    with AgentServer({"llm": agent}) as server:
+    with AgentServer({"llm": InlineAgentPool(agent)}) as server:
         pool = RelayPool("llm", server.path, size=2, timeout_s=30)
         unknown = RelayPool("other", server.path)
         try:
@@ -113,3 +120,59 @@ def test_the_agent_server_serves_its_agents_to_a_relay_pool(tmp_path):
             unknown.close()
     assert proposal == Proposal(source="# kernel", kernel_name=f"k_{sub.id}", transcript=[("assistant", "done")], tokens=7)
     assert agent.calls == [(sub.id, ["wrong at [0, 3]"])]
+
+
+def test_a_relayed_agent_gets_a_relay_pool_that_waits_the_parents_timeout(monkeypatch, tmp_path):
+    monkeypatch.delenv(RELAY_ENV, raising=False)
+    agent = TemplateAgent()
+    assert isinstance(make_pool(agent, 2), LocalAgentPool)
+    with pytest.raises(RuntimeError, match=r"\$LEGO_AGENT_RELAY names no socket"):
+        make_pool(agent, 2, relayed=("template",))
+    with AgentServer({"template": InlineAgentPool(agent)}, timeout_s=5) as server:
+        assert os.environ[TIMEOUT_ENV] == "5.0"
+        pool = make_pool(agent, 2, relayed=("template",))
+        assert isinstance(pool, RelayPool) and (pool.path, pool.size, pool.timeout_s) == (server.path, 2, 5 + GRACE_S)
+        pool.close()
+    assert TIMEOUT_ENV not in os.environ
+
+
+def test_a_dotted_path_is_no_agent_pool():
+    with pytest.raises(ValueError, match="an object that makes agent pools"):
+        OptimizeConfig(agent_pool="webapp.runs.fanout:CeleryAgentPool")
+
+
+class Factory:
+    """An ``AgentPoolFactory``: template agents in this process, every call recorded."""
+
+    timeout_s = 30.0
+
+    def __init__(self):
+        self.made, self.calls = [], []
+
+    def __call__(self, agent_name, size):
+        self.made.append((agent_name, size))
+        factory = self
+
+        class Recorded(LocalAgentPool):
+            def submit(self, sub, feedback):
+                factory.calls.append((os.getpid(), sub.id))
+                return super().submit(sub, feedback)
+
+            def close(self):
+                factory.made.append(("closed", agent_name))
+                super().close()
+
+        return Recorded(TemplateAgent(), size)
+
+
+def test_an_isolated_run_sends_its_agent_calls_to_the_callers_pools(tmp_path, monkeypatch):
+    monkeypatch.delenv(RELAY_ENV, raising=False)
+    (tmp_path / "model.py").write_text(MODEL)
+    factory = Factory()
+    config = OptimizeConfig(agent_pool=factory, agents=2, cache=False, mutation=False, verify_seeds=(101, 202, 303))
+    report = optimize(ProblemSpec(str(tmp_path / "model.py")), tmp_path / "out", config)
+    assert factory.made == [("template", 2), ("closed", "template")]
+    assert factory.calls and {pid for pid, _ in factory.calls} == {os.getpid()}  # answered here, not in the child
+    assert report["metrics"]["agent_calls"] == len(factory.calls)
+    assert [e["implementation"] for e in report["subproblems"]].count("triton") >= 1
+    assert RELAY_ENV not in os.environ

@@ -219,7 +219,7 @@ def test_the_jail_shows_only_what_python_and_the_run_need(tmp_path):
     model.write_text("")
     stage.mkdir()
     scratch.mkdir()
-    cmd = jail.for_run(str(model), str(stage), str(scratch), str(tmp_path / "cache"), None).command(["/bin/true"])
+    cmd = jail.for_run(str(model), str(stage), str(scratch), str(tmp_path / "cache")).command(["/bin/true"])
     pairs = {(cmd[i], cmd[i + 2]) for i in range(len(cmd) - 2) if cmd[i].startswith("--") and "bind" in cmd[i]}
     assert ("--ro-bind", str(model)) in pairs
     assert {p for kind, p in pairs if kind == "--bind"} == {str(stage), str(scratch)}  # the only writable folders
@@ -313,7 +313,7 @@ def test_the_parent_commits_no_staged_link_or_special_file(tmp_path, plant):
 
 LOCK_PROBE = r'''
 import errno, fcntl, json, os, sys
-from lego_core import gpu_lock
+from lego_core.runtime import gpu_lock
 
 lock = sys.argv[1]
 seen = {}
@@ -363,7 +363,7 @@ def _gpu_machine(monkeypatch, tmp_path):
     scratch.mkdir()
     with monkeypatch.context() as m:
         m.setattr(jail, "_gpu_devices", lambda: ["/dev/nvidia0"])
-        run_jail = jail.for_run(str(model), str(stage), str(scratch), None, None)
+        run_jail = jail.for_run(str(model), str(stage), str(scratch), None)
     return run_jail, locks
 
 

@@ -24,6 +24,7 @@ from lego_core.config import OptimizeConfig
 from lego_core.events import Event
 from lego_core.tree.fusion.legality import creates_cycle, fusion_verdict, library_only_ops, related
 from lego_core.load.problem import ProblemSpec, load_problem
+from lego_core.agents.budget import TokenBudget
 from lego_core.search.engine import Search
 from lego_core.search.plan import best_plan
 from lego_core.search.plan import item_dependencies, schedule
@@ -66,14 +67,15 @@ def build(tmp_path, body=BLOCKS, inputs="[torch.randn(6, 16)]"):
     return problem, graph, build_tree(graph)
 
 
-def make_search(tmp_path, agent, **config):
+def make_search(tmp_path, agent, tokens=None, **config):
     problem, graph, tree = build(tmp_path)
     activations = [graph.run(problem.model, problem.make_inputs(seed)) for seed in (101, 202, 303)]
     parameters = {name for name, src in graph.sources.items() if src.kind == "parameter"}
     events: list[Event] = []
     work = tmp_path / "work"
     work.mkdir(exist_ok=True)
-    search = Search(tree, activations, parameters, agent, OptimizeConfig(cache=False, **config), torch.float32, "cpu", work, events.append)
+    search = Search(tree, activations, parameters, agent, OptimizeConfig(cache=False, **config), torch.float32, "cpu", work, events.append,
+                    tokens=tokens)
     return search, events
 
 
@@ -222,6 +224,21 @@ class BrokenAgent:
         return proposal
 
 
+def assert_complete_plan(plan, tree) -> None:
+    """``plan`` computes the whole model: its items' ops, in schedule order,
+    are the root's ops exactly once each; every chosen candidate is usable
+    (the library call or a verified kernel) with a finite time; and its cost
+    is the sum of those times."""
+    covered = sorted(n.name for item in plan.items for n in item.sub.nodes)
+    assert covered == sorted(n.name for n in tree.root.sub.nodes), "the plan does not cover every op exactly once"
+    for item in plan.items:
+        chosen = item.chosen
+        assert chosen is not None and chosen.usable, f"{item.id}: no usable candidate chosen"
+        assert chosen.implementation == "library" or chosen.verified.passed, f"{item.id}: an unverified kernel in the plan"
+        assert math.isfinite(chosen.time_ms), item.id
+    assert plan.cost_ms == pytest.approx(sum(item.chosen.time_ms for item in plan.items))
+
+
 def test_failed_verification_gets_feedback_then_a_finer_split(tmp_path):
     agent = BrokenAgent()
     body = BLOCKS.replace("nn.LayerNorm(d)", "nn.Identity()").replace("return torch.softmax(x * 2.0, dim=-1)", "return torch.tanh(x * 2.0 + 1.0).exp()")
@@ -245,7 +262,8 @@ def test_failed_verification_gets_feedback_then_a_finer_split(tmp_path):
     assert split_children
     single_op = [c for c in split_children if len(tree.nodes[c].sub.ops) == 1]
     assert any(tree.nodes[c].chosen is not None for c in single_op)
-    assert result.plan.cost_ms <= result.baseline_ms
+    # the plan covers the whole model once, and uses no kernel that failed verification
+    assert_complete_plan(result.plan, tree)
     assert not any(item.chosen.implementation == "triton" and len(item.sub.ops) > 1 for item in result.plan.items)
     del multi
 
@@ -305,4 +323,4 @@ def test_budgets_stop_the_search(tmp_path, budget, reason):
         assert metrics["agent_calls"] == 2 and metrics["tokens"] == 200
     if "max_search_s" in budget or "patience_s" in budget:
         assert metrics["agent_calls"] == 0
-    assert result.plan.cost_ms <= result.baseline_ms  # a complete plan all the same
+    assert_complete_plan(result.plan, search.tree)  # a complete plan all the same

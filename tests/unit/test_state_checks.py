@@ -431,7 +431,7 @@ def test_a_config_field_forward_writes_without_changing_outputs_is_not_guarded(t
     problem = load_problem(ProblemSpec(str(write_model(tmp_path, "logging", LOGGING_COUNTER)), {}))
     capture_graph(problem)
     assert problem.written_fields == ["config.calls"]
-    from lego_core.compose.folder import baked_fields
+    from lego_core.load.module_attributes import baked_fields
 
     fields = baked_fields(problem.model, problem.written_fields)
     assert ("", "config", "scale", 2.0) in fields and not any(f == "calls" for _p, _a, f, _v in fields)

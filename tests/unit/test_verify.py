@@ -10,15 +10,13 @@ os.environ.setdefault("TRITON_INTERPRET", "1")  # before triton is imported anyw
 import pytest
 import torch
 
+from lego_core.dtypes import EXACT, Tolerance, tolerances
 from lego_core.judge.verify import (
-    EXACT,
-    Tolerance,
     calls_back_into_reference,
     compare,
     forbidden_names,
     op_base_name,
     poisoned_outputs,
-    tolerances,
     verify,
 )
 

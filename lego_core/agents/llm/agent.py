@@ -8,7 +8,7 @@ candidates of the same sub-problem, newest last) it is a repair turn: the
 prompt holds the file this agent wrote last for that signature and the
 reason it was rejected.
 
-A run's token budget (``TokenBudget``) is shared by every agent of the run:
+A run's token budget (``agents.budget.TokenBudget``) is shared by every agent of the run:
 each call's completion is capped at what is left, and no call starts once
 it is spent.  An endpoint that fails ``settings.failures_to_give_up`` calls
 in a row (each after its retries) makes the agent *unavailable*: it answers
@@ -22,6 +22,7 @@ import time
 from typing import Callable
 
 from lego_core.agents.base import Proposal, split_time_to_beat
+from lego_core.agents.budget import TokenBudget
 from lego_core.agents.llm import client, prompt
 from lego_core.agents.llm.extract import extract_code
 from lego_core.agents.llm.settings import LLMSettings
@@ -29,25 +30,6 @@ from lego_core.tree.subproblem import SubProblem
 
 CHUNK_CHARS = 64  # stream pieces are passed on in batches of about this many characters
 CHUNK_S = 0.2  # or after this many seconds
-
-
-class TokenBudget:
-    """A run's hard token budget (prompt + completion, as the server reports
-    them), shared by its agents; ``limit`` None: no limit.  Thread-safe."""
-
-    def __init__(self, limit: int | None):
-        self.limit, self.spent = limit, 0
-        self._lock = threading.Lock()
-
-    def remaining(self) -> int | None:
-        with self._lock:
-            return None if self.limit is None else max(0, self.limit - self.spent)
-
-    def spend(self, tokens: int) -> int:
-        """Count ``tokens``; returns the run's total."""
-        with self._lock:
-            self.spent += tokens
-            return self.spent
 
 
 ChunkSink = Callable[[SubProblem, str, int, str], None]  # (sub, call id, seq, text)
@@ -87,15 +69,14 @@ class LLMAgent:
         transcript (and as ``unavailable`` once the endpoint is given up)."""
         if self.down:
             return Proposal(None, transcript=[("system", f"not asked: {self.down}")], unavailable=self.down)
-        remaining = self.budget.remaining()
-        if remaining is not None and remaining <= 0:
+        if not self.budget.allows_call():
             return Proposal(None, transcript=[("system", f"not asked: the run's token budget ({self.budget.limit}) is spent")])
         messages, shown = self._messages(sub, feedback)
         call = self._call_id(sub)
         transcript: list[tuple[str, str]] = [("user", shown)]
         streamer = _Batcher(lambda seq, text: self.on_chunk(sub, call, seq, text)) if self.on_chunk else None
         try:
-            reply = self._chat(self.settings, messages, on_chunk=streamer, max_tokens=remaining)
+            reply = self._chat(self.settings, messages, on_chunk=streamer, max_tokens=self.budget.remaining())
         except client.EndpointError as exc:
             return self._failed(exc, transcript)
         finally:
@@ -118,7 +99,8 @@ class LLMAgent:
             with self._lock:
                 self._last[sub.signature] = source
         return Proposal(source, kernel_name=f"{sub.id}_llm", transcript=transcript, tokens=reply.tokens,
-                        prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens, cost_usd=cost)
+                        prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens, cost_usd=cost,
+                        counted_in=self.budget)
 
     def _messages(self, sub: SubProblem, feedback: list[str]) -> tuple[list[dict], str]:
         """The chat messages, and the part shown in the transcript (the user's turn)."""

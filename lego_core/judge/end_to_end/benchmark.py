@@ -12,6 +12,8 @@ call starts on an idle GPU as there.  Before each candidate
 never reuses another's; a candidate that fails to build, run or time is
 recorded with its error, never raised.
 
+``time_models_here`` times eager, torch.compile and a composed model as
+shipped, in the composed model's own process (``served``);
 ``load_model_new(out_dir, problem)`` loads an output folder as a user does;
 ``eager_peak_mb`` measures the peak GPU memory of one eager forward.
 
@@ -29,6 +31,8 @@ from typing import Any, Callable, Sequence
 
 import torch
 
+from lego_core.errors import OptimizeError
+from lego_core.judge.end_to_end.shipped import fallback_problem, import_optimized_model, load_composed
 from lego_core.load.state import preserved
 from lego_core.runtime.timing import DEFAULT_REP, DEFAULT_WARMUP_MS, TimingResult, time_on_device
 
@@ -153,8 +157,6 @@ def load_model_new(out_dir: str | Path, problem) -> torch.nn.Module:
     the problem's device and dtype, with the original model's weights loaded
     (``strict=True``).  FileNotFoundError when the folder has no
     optimized_model.py."""
-    from lego_core.judge.end_to_end.shipped import import_optimized_model
-
     path = Path(out_dir) / "optimized_model.py"
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no optimized_model.py (the search did not finish)")
@@ -202,3 +204,41 @@ def _release() -> None:
     gc.collect()
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
+
+
+def time_models_here(out_dir: Path, problem, config) -> dict:
+    """Median GPU ms of eager, torch.compile (default mode, when
+    ``config.compare_compile``) and the composed model as shipped (its
+    ``LAUNCH``, chosen by ``lego_core.judge.end_to_end.launch``), side by side in this one
+    process with the bench's harness (:func:`side_by_side`:
+    CUDA events, L2 flushed, each call from an idle GPU, median); ratios
+    ``speedup_vs_eager`` and ``speedup_vs_compile``; a candidate that fails
+    is reported with its error (``compile_error``), never raised.  Raises
+    OptimizeError when eager or the composed model cannot be timed, or the
+    composed model ran the original forward."""
+    input_sets = [problem.make_inputs(seed) for seed in config.verify_seeds]
+    built: list = []
+
+    def optimized():
+        built.append(load_composed(out_dir, problem))
+        return built[-1]
+
+    candidates = [("eager", lambda: problem.model), ("optimized", optimized)]
+    if config.compare_compile:
+        candidates += [("compile", build) for _, build in compile_candidates(problem.model, ("default",))]
+    result: dict = {"measured": True}
+    for measured in side_by_side(candidates, input_sets):
+        result[f"{measured.name}_ms"] = measured.median_ms
+        if measured.error:
+            result[f"{measured.name}_error"] = measured.error
+    if result.get("eager_ms") is None or result.get("optimized_ms") is None:
+        raise OptimizeError(f"timing the composed model failed: {result.get('eager_error') or result.get('optimized_error')}")
+    new = built[-1]
+    fell_back = fallback_problem({"requested": new.lego_forward, "ran": new.__dict__.get("lego_last_forward"),
+                                  "why": new.__dict__.get("lego_fallback")})
+    if fell_back:  # the time measured is the original forward's: no speedup is claimed for it
+        raise OptimizeError(f"timing the composed model: {fell_back}")
+    result["speedup_vs_eager"] = result["eager_ms"] / result["optimized_ms"]
+    if result.get("compile_ms"):
+        result["speedup_vs_compile"] = result["compile_ms"] / result["optimized_ms"]
+    return result

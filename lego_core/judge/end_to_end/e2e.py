@@ -1,7 +1,7 @@
 """End-to-end checks of a composed model: correctness, and time on a GPU.
 
 ``check_end_to_end`` runs eager here and, in a fresh process
-(``lego_core.judge.process.composed``: ``optimized_model.py`` imports every kernel,
+(``lego_core.judge.end_to_end.composed``: ``optimized_model.py`` imports every kernel,
 so this process never imports it), builds ``ModelNew(*get_init_inputs())``
 from the output folder with the original model's weights and runs it on the
 same fresh inputs (a seed no sub-problem was checked on).  The outputs are
@@ -14,7 +14,7 @@ Large finite fill values (``masked_fill(x, mask, -1e9)``) dominate both error
 measures, so the judge applies its rule once more to the elements that do not
 hold them (``e2e_judge.judge_outputs``).
 
-``time_models`` measures eager, torch.compile and the composed model as
+``composed.time_models`` measures eager, torch.compile and the composed model as
 shipped (its launch plan: ``lego_core.judge.end_to_end.launch``) side by side in one fresh
 process (CUDA events, L2 flushed, median; ``lego_core.runtime.timing``).
 """
@@ -27,29 +27,12 @@ from typing import Any
 
 import torch
 
+from lego_core.judge.end_to_end import composed
 from lego_core.judge.end_to_end.e2e_judge import float64_copy, judge_outputs, to_float64
-from lego_core.errors import OptimizeError
-from lego_core.judge.end_to_end.shipped import import_optimized_model
-from lego_core.load.state import preserved, with_state
+from lego_core.judge.end_to_end.shipped import fallback_problem
 from lego_core.judge.verify import compare
-
-
-def load_composed(out_dir: Path, problem) -> torch.nn.Module:
-    """``ModelNew`` from ``out_dir`` with the original model's weights, on the
-    problem's device and dtype, built as a user builds it: ``optimized_model``
-    imported as a user imports it (``lego_core.judge.end_to_end.shipped``: the model file
-    first, then the generated files under the import guard),
-    ``ModelNew(*get_init_inputs())`` under ``torch.manual_seed(0)``, moved,
-    eval, the weights loaded."""
-    module = import_optimized_model(Path(out_dir))
-    torch.manual_seed(0)
-    new = module.ModelNew(*module.get_init_inputs())
-    new = new.to(device=problem.spec.device, dtype=problem.spec.torch_dtype).eval()
-    from lego_core.load.problem import move_plain_tensor_attributes
-
-    move_plain_tensor_attributes(new, problem.spec.device)  # as the problem's loader moved them (a stateful cell's self.hidden)
-    new.load_state_dict(problem.model.state_dict())
-    return new
+from lego_core.load.capture import ValueInfo, dense_order
+from lego_core.load.state import preserved, with_state
 
 
 @dataclasses.dataclass
@@ -109,17 +92,15 @@ def check_end_to_end(out_dir: Path, problem, seed: int, fp64_device: str | None 
 
     ``reference``: from :func:`reference_run` (computed here for ``seed`` when
     None).  The composed model's forward runs in a fresh process
-    (``judge.composed.composed_forward``; ``meter``: told that process's peak
+    (``composed.composed_forward``; ``meter``: told that process's peak
     memory), eager, the fp64 truth and the judging here.  When the model
     cannot run in float64, the dtype tolerance against eager decides
     (``verify.compare``), and ``criterion`` says so.  For a stateful forward
     (``problem.state_targets``) the state after the call is judged with the
     outputs: both sides are ``(outputs, (state, ...))`` (``state.with_state``),
     starting from the same state."""
-    from lego_core.judge.process.composed import composed_forward
-
     ref = reference if reference is not None and reference.seed == seed else reference_run(problem, seed, fp64_device)
-    answer = composed_forward(out_dir, problem, ref.inputs, meter=meter)
+    answer = composed.composed_forward(out_dir, problem, ref.inputs, meter=meter)
     actual = answer.output
     result = dict(seed=seed, forward=answer.forward, **_versus_eager(actual, ref.eager))
     if ref.truth is not None:
@@ -139,19 +120,6 @@ def check_end_to_end(out_dir: Path, problem, seed: int, fp64_device: str | None 
     if fell_back:  # the numbers above are eager's own: the plan was never the thing tested
         result.update(passed=False, reason=fell_back, fell_back=True)
     return result
-
-
-def fallback_problem(forward: dict) -> str:
-    """Why a composed call whose ``forward`` (``judge.composed.ComposedForward.forward``)
-    is not acceptable as a test of the plan, or ``""``: ``LAUNCH`` asked for
-    the plan and the call ran the user's original forward instead (a value
-    the plan baked in that differs as a user loads the model, a dtype the
-    plan was not made for...); its output is eager's, so judging it would
-    pass a plan that never ran."""
-    if forward.get("requested") == "plan" and forward.get("ran") != "plan":
-        return ("ModelNew ran the original forward instead of LEGO's plan when built and called as a user does "
-                f"(optimized_model.py imported from its folder): {forward.get('why') or 'no reason given'}")
-    return ""
 
 
 def _leaf_names(problem, eager) -> list[str] | None:
@@ -207,8 +175,6 @@ def layout_mismatch(actual, expected) -> str | None:
     tensor: a view's odd strides are not required), else None."""
     if not isinstance(actual, torch.Tensor) or not isinstance(expected, torch.Tensor) or actual.shape != expected.shape:
         return None
-    from lego_core.load.capture import ValueInfo, dense_order
-
     shape = tuple(expected.shape)
     if dense_order(ValueInfo(shape, expected.dtype, tuple(expected.stride())), shape) is None:
         return None
@@ -219,54 +185,3 @@ def layout_mismatch(actual, expected) -> str | None:
 
 def _finite(x: float) -> float | None:
     return x if math.isfinite(x) else None
-
-
-def time_models(out_dir: Path, problem, config) -> dict:
-    """:func:`time_models_here` in a fresh process (which loads the problem
-    from its spec and takes this process's weights): the composed model
-    imports every kernel, and this process imports none."""
-    from lego_core.judge.process.composed import run_fresh
-
-    state = {name: value.detach() for name, value in problem.model.state_dict().items()}
-    answer = run_fresh(out_dir, "time_models", {"spec": problem.spec, "state_dict": state, "config": config})
-    if not isinstance(answer.get("timing"), dict):
-        raise OptimizeError("timing the models in their process gave no result")
-    return answer["timing"]
-
-
-def time_models_here(out_dir: Path, problem, config) -> dict:
-    """Median GPU ms of eager, torch.compile (default mode, when
-    ``config.compare_compile``) and the composed model as shipped (its
-    ``LAUNCH``, chosen by ``lego_core.judge.end_to_end.launch``), side by side in this one
-    process with the bench's harness (``lego_core.judge.end_to_end.benchmark.side_by_side``:
-    CUDA events, L2 flushed, each call from an idle GPU, median); ratios
-    ``speedup_vs_eager`` and ``speedup_vs_compile``; a candidate that fails
-    is reported with its error (``compile_error``), never raised."""
-    from lego_core.judge.end_to_end.benchmark import compile_candidates, side_by_side
-
-    input_sets = [problem.make_inputs(seed) for seed in config.verify_seeds]
-    built: list = []
-
-    def optimized():
-        built.append(load_composed(out_dir, problem))
-        return built[-1]
-
-    candidates = [("eager", lambda: problem.model), ("optimized", optimized)]
-    if config.compare_compile:
-        candidates += [("compile", build) for _, build in compile_candidates(problem.model, ("default",))]
-    result: dict = {"measured": True}
-    for measured in side_by_side(candidates, input_sets):
-        result[f"{measured.name}_ms"] = measured.median_ms
-        if measured.error:
-            result[f"{measured.name}_error"] = measured.error
-    if result.get("eager_ms") is None or result.get("optimized_ms") is None:
-        raise OptimizeError(f"timing the composed model failed: {result.get('eager_error') or result.get('optimized_error')}")
-    new = built[-1]
-    fell_back = fallback_problem({"requested": new.lego_forward, "ran": new.__dict__.get("lego_last_forward"),
-                                  "why": new.__dict__.get("lego_fallback")})
-    if fell_back:  # the time measured is the original forward's: no speedup is claimed for it
-        raise OptimizeError(f"timing the composed model: {fell_back}")
-    result["speedup_vs_eager"] = result["eager_ms"] / result["optimized_ms"]
-    if result.get("compile_ms"):
-        result["speedup_vs_compile"] = result["compile_ms"] / result["optimized_ms"]
-    return result

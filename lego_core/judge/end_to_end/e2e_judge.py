@@ -42,10 +42,14 @@ against eager: a plan ten times less accurate than eager would pass it.
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 
 import torch
+
+from lego_core.judge.verify import fill_values
+from lego_core.load.problem import move_plain_tensor_attributes
 
 MULTIPLIER = {torch.float32: 2.0, torch.float64: 2.0, torch.bfloat16: 3.0, torch.float16: 3.0}
 SMALL_OUTPUT = 1000  # elements; below this, the multiplier is at least SMALL_MULTIPLIER (dynamo's rule)
@@ -109,10 +113,6 @@ class Verdict:
 
 def float64_copy(model: torch.nn.Module, device: str | torch.device) -> torch.nn.Module:
     """A deep copy of ``model`` in float64 on ``device`` (the truth's model); ``model`` is untouched."""
-    import copy
-
-    from lego_core.load.problem import move_plain_tensor_attributes
-
     truth = copy.deepcopy(model).to(device=device, dtype=torch.float64)
     move_plain_tensor_attributes(truth, device, torch.float64)  # Module.to leaves plain tensor attributes (a mask) as they were
     return truth
@@ -185,8 +185,6 @@ def _apart_from_fills(eager_leaves: list) -> tuple[tuple, list | None]:
     """The fill values of eager's float outputs and, per output, a mask of the
     elements that do not hold one (None for an output without fills); masks
     is None when no output holds a fill value."""
-    from lego_core.judge.verify import fill_values
-
     found: list[float] = []
     masks: list = []
     for e in eager_leaves:

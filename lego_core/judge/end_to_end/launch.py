@@ -35,7 +35,12 @@ from pathlib import Path
 import torch
 
 from lego_core.compose.folder import DEFAULT_LAUNCH, set_launch
+from lego_core.judge.end_to_end.shipped import fallback_problem, load_composed
 from lego_core.judge.verify import compare
+from lego_core.load.capture import has_conv2d
+from lego_core.load.state import preserved
+from lego_core.runtime import timing
+from lego_core.runtime.timing import DEFAULT_REP, DEFAULT_WARMUP_MS, quantile
 
 # (forward, channels_last, cuda_graph); the channels-last ones only for convolution models (``nhwc_applies``)
 VARIANTS = (("plan", False, False), ("plan", False, True), ("original", False, False), ("original", False, True))
@@ -61,48 +66,14 @@ def parse_variant(name: str) -> dict:
 def nhwc_applies(problem, example: list) -> bool:
     """Whether the channels-last variants are worth measuring: the model
     holds a 2-D convolution and takes a 4-D tensor input."""
-    from lego_core.load.capture import has_conv2d
-
     return has_conv2d(problem) and any(isinstance(x, torch.Tensor) and x.dim() == 4 for x in example)
 
 
-def choose_launch(out_dir: Path, problem, config, meter=None) -> dict:
-    """Measure every launch variant of the composed model in ``out_dir``,
-    write the fastest into its ``optimized_model.py`` and return the
-    ``launch`` entry of report.json: ``forward``, ``cuda_graph``,
-    ``measured``, ``variants`` (name -> median ms, or the error that ruled it
-    out), ``reason``.
-
-    On a CPU device nothing is timed: the plan ships launched directly.  On
-    a GPU :func:`measure_launch` runs in a fresh process
-    (``lego_core.judge.process.composed``: the composed model imports every kernel,
-    and this process imports none; ``meter`` is told its peak memory); this
-    process writes the choice.  Never raises for a variant that fails (it is
-    ruled out); raises OptimizeError when the composed model does not load
-    or its process fails.
-    """
-    if problem.spec.device != "cuda":
-        launch = dict(DEFAULT_LAUNCH, measured=False, variants={},
-                      reason="no GPU: the plan runs launched directly (launch costs are only measured on a GPU)")
-        set_launch(out_dir, launch)
-        return launch
-    from lego_core.errors import OptimizeError
-    from lego_core.judge.process.composed import ProblemView, run_fresh
-
-    payload = ProblemView.payload(problem, {seed: problem.make_inputs(seed) for seed in config.verify_seeds})
-    answer = run_fresh(out_dir, "choose_launch", dict(payload, config=config), meter)
-    launch = answer.get("launch")
-    if not isinstance(launch, dict) or not {"forward", "cuda_graph", "measured"} <= set(launch):
-        raise OptimizeError("measuring the launch variants gave no result")
-    set_launch(out_dir, launch)
-    return launch
-
-
 def measure_launch(out_dir: Path, problem, config) -> dict:
-    """The GPU part of :func:`choose_launch`, run in the composed model's own
-    process: check every variant, time the ones that pass and return the
+    """The GPU part of ``composed.choose_launch``, run in the composed model's own
+    process (``served``): check every variant, time the ones that pass and return the
     ``launch`` dict (written by the caller).  ``problem``: a ``Problem`` or
-    ``judge.composed.ProblemView``.
+    ``served.ProblemView``.
 
     The variants are timed in ``TIMING_ROUNDS`` interleaved rounds (each
     round times every variant for ``DEFAULT_REP / TIMING_ROUNDS`` calls, in
@@ -111,8 +82,6 @@ def measure_launch(out_dir: Path, problem, config) -> dict:
     instead of deciding the choice (timed one after the other, a search
     running beside it once made a plan at 0.061 ms look faster than eager's
     0.039 ms)."""
-    from lego_core.judge.end_to_end.e2e import load_composed
-
     new = load_composed(out_dir, problem)
     input_sets = [problem.make_inputs(seed) for seed in config.verify_seeds]
     errors: dict[str, str] = {}
@@ -148,8 +117,6 @@ def _check_variant(new, problem, input_sets, forward, nhwc, graph, direct: dict,
     variant computes and leaves an earlier call's output alone; the reason
     it does not goes into ``errors``.  ``direct`` collects each direct
     variant's output on the first input set."""
-    from lego_core.load.state import preserved
-
     name = variant_name(forward, graph, nhwc)
     _use_variant(new, forward, nhwc, graph)
     try:
@@ -191,8 +158,6 @@ def _fell_back(new) -> str:
     """Why ``new``'s last call is not a measurement of the variant it was set
     to: a plan variant whose call ran the original forward
     (``lego_runtime.note_forward``), else ``""``."""
-    from lego_core.judge.end_to_end.e2e import fallback_problem
-
     return fallback_problem({"requested": new.lego_forward, "ran": new.__dict__.get("lego_last_forward"),
                              "why": new.__dict__.get("lego_fallback")})
 
@@ -202,8 +167,6 @@ def _interleaved_medians(new, input_sets, variants, errors: dict) -> dict[str, f
     call timed as a user calls it and as the bench and sidebyside.py time
     it (from an idle GPU, L2 flushed).  A variant that fails while timed
     goes into ``errors``."""
-    from lego_core.runtime.timing import DEFAULT_REP, DEFAULT_WARMUP_MS, quantile, time_gpu
-
     samples: dict[str, list[float]] = {variant_name(f, g, n): [] for f, n, g in variants}
     per_round = max(1, DEFAULT_REP // TIMING_ROUNDS)
     for round_no in range(TIMING_ROUNDS):
@@ -214,7 +177,7 @@ def _interleaved_medians(new, input_sets, variants, errors: dict) -> dict[str, f
                 continue
             _use_variant(new, forward, nhwc, graph)
             try:
-                result = time_gpu(lambda xs: new(*xs), input_sets, DEFAULT_WARMUP_MS / TIMING_ROUNDS, per_round, sync_each=True)
+                result = timing.time_gpu(lambda xs: new(*xs), input_sets, DEFAULT_WARMUP_MS / TIMING_ROUNDS, per_round, sync_each=True)
                 fell_back = _fell_back(new)
                 if fell_back:
                     errors[name] = fell_back
@@ -233,7 +196,7 @@ def rule_out(out_dir: Path, launch: dict, why: str) -> dict:
     """``launch`` with its chosen variant ruled out (``why``: the end-to-end
     check it failed) and the next fastest measured one chosen instead
     (``original``, exactly eager, when nothing else is left); written into
-    ``out_dir/optimized_model.py`` like :func:`choose_launch`'s choice.
+    ``out_dir/optimized_model.py`` like ``composed.choose_launch``'s choice.
     Raises ValueError when ``original`` itself is the one ruled out (eager
     cannot disagree with eager: that is a bug, not a variant to skip)."""
     chosen = launch["chosen"]

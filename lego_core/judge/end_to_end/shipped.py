@@ -19,6 +19,10 @@ no guard: whatever that import does is the user's own and stays in effect
 Then it imports ``optimized_model.py`` under the guard; its own import of the
 user's file finds the module already loaded (``load_reference`` reuses it),
 so what the guard sees is what LEGO's files add.
+
+:func:`load_composed` builds ``ModelNew`` from it as a user does, with the
+original model's weights; :func:`fallback_problem` says when a call of it
+ran the user's forward instead of the plan.
 """
 from __future__ import annotations
 
@@ -26,7 +30,11 @@ import ast
 from pathlib import Path
 from types import ModuleType
 
+import torch
+
+from lego_core.judge.inputs import load_module
 from lego_core.load.overrides import load_reference
+from lego_core.load.problem import move_plain_tensor_attributes
 
 MODULE_NAME = "optimized_model"  # as a user imports it: ``from optimized_model import ModelNew``
 
@@ -57,8 +65,6 @@ def import_optimized_model(out_dir: Path, module_name: str = MODULE_NAME) -> Mod
     generated file did at import (wrote files, started a process or loaded a
     library, changed global torch state, replaced a torch function), and
     whatever the model file raises."""
-    from lego_core.judge.inputs import load_module
-
     path = Path(out_dir) / "optimized_model.py"
     reference = reference_import(path)
     if reference is not None:
@@ -77,8 +83,6 @@ def _file_at_fault(out_dir: Path) -> str | None:
     whose own import the guard refuses (each imported again alone, under the
     guard, which undoes what it changed), as ``"kernels/x.py: reason"``; None
     when none is refused alone."""
-    from lego_core.judge.inputs import load_module
-
     for path in [out_dir / "lego_runtime.py", *sorted((out_dir / "kernels").glob("*.py"))]:
         try:
             load_module(path, f"lego_fault_{path.stem}")
@@ -87,3 +91,32 @@ def _file_at_fault(out_dir: Path) -> str | None:
         except Exception:  # noqa: BLE001 - a file that fails alone for another reason is not the one refused
             continue
     return None
+
+
+def load_composed(out_dir: Path, problem) -> torch.nn.Module:
+    """``ModelNew`` from ``out_dir`` with the original model's weights, on the
+    problem's device and dtype, built as a user builds it: ``optimized_model``
+    imported as a user imports it (``lego_core.judge.end_to_end.shipped``: the model file
+    first, then the generated files under the import guard),
+    ``ModelNew(*get_init_inputs())`` under ``torch.manual_seed(0)``, moved,
+    eval, the weights loaded."""
+    module = import_optimized_model(Path(out_dir))
+    torch.manual_seed(0)
+    new = module.ModelNew(*module.get_init_inputs())
+    new = new.to(device=problem.spec.device, dtype=problem.spec.torch_dtype).eval()
+    move_plain_tensor_attributes(new, problem.spec.device)  # as the problem's loader moved them (a stateful cell's self.hidden)
+    new.load_state_dict(problem.model.state_dict())
+    return new
+
+
+def fallback_problem(forward: dict) -> str:
+    """Why a composed call whose ``forward`` (``composed.ComposedForward.forward``)
+    is not acceptable as a test of the plan, or ``""``: ``LAUNCH`` asked for
+    the plan and the call ran the user's original forward instead (a value
+    the plan baked in that differs as a user loads the model, a dtype the
+    plan was not made for...); its output is eager's, so judging it would
+    pass a plan that never ran."""
+    if forward.get("requested") == "plan" and forward.get("ran") != "plan":
+        return ("ModelNew ran the original forward instead of LEGO's plan when built and called as a user does "
+                f"(optimized_model.py imported from its folder): {forward.get('why') or 'no reason given'}")
+    return ""

@@ -4,8 +4,9 @@ Enters: a kernel file path or an output folder, and requests over a pipe
 (``wire``: a restricted pickle protocol).  Leaves: outputs, timings in ms,
 or a ``JudgeError`` naming why the process failed or was tampered with.
 ``executor`` spawns and talks to one process (through ``forkserver``, warmed
-by ``preload``); ``child`` is that process's side; ``composed`` runs a
-composed ``ModelNew`` in a fresh process per use.  See ``lego_core.judge``
+by ``preload``); ``child`` is that process's side; ``fresh`` starts the
+fresh process per use in which ``end_to_end.composed`` runs a composed
+``ModelNew``.  See ``lego_core.judge``
 for which process runs what.
 """
 # Exported lazily (PEP 562): ``lego_core.judge.process.forkserver`` must import

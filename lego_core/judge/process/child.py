@@ -27,6 +27,17 @@ import types
 from pathlib import Path
 from typing import Any
 
+from lego_core.cost import costing
+from lego_core.judge import verify  # noqa: F401 - not used here: imported first so that a candidate patching it shows
+from lego_core.judge.inputs import load_module
+from lego_core.judge.process import wire
+from lego_core.judge.verify_trace import CallTrace, module_state_digest
+from lego_core.load.torch_settings import apply as apply_torch_settings
+from lego_core.runtime import gpu_lock, sandbox, sandbox_child
+from lego_core.runtime.memory import LiveBytes
+from lego_core.runtime.timing import time_cpu
+from lego_core.runtime.triton_interpreter import skip_nested_repatching
+
 # modules whose functions candidates share and could replace; lego modules
 # are imported here first (a candidate that imports lego_core.judge.verify and
 # patches it is then caught as a change, not as a new module)
@@ -188,28 +199,26 @@ class State:
         self.counter = None  # a lego_core.runtime.memory.LiveBytes while a CPU call is counted
 
 
-def serve(conn, options: dict) -> None:
-    """The executor's main loop (runs in the executor process)."""
-    from lego_core.runtime import sandbox
-
-    sandbox._die_with_parent()
+def serve(conn, options: dict, handlers: dict | None = None) -> None:
+    """The executor's main loop (runs in the executor process): answers the
+    requests of :data:`OPS` and those of ``handlers`` (``{op: handler(state,
+    payload)}``, the caller's own: the composed model's process adds the
+    end-to-end checks', ``lego_core.judge.end_to_end.served``)."""
+    ops = {**OPS, **(handlers or {})}
+    sandbox_child.die_with_parent()
     _watch(options.get("lifeline"))
-    sandbox._limit_resources()
-    sandbox._isolate_network()
+    sandbox.limit_executor_resources()
+    sandbox.isolate_executor_network()
     sys.dont_write_bytecode = True  # no bytecode of candidate (or shipped) files written from here
     import warnings
     import logging
 
     warnings.filterwarnings("ignore", message=".*LeafSpec.*")
     logging.getLogger("torch").setLevel(logging.ERROR)
-    from lego_core.judge.process import wire
-
     state = State()
     try:
         preload()
-        from lego_core.load.torch_settings import apply
-
-        apply(options.get("torch_settings") or {})  # the model file's own flags, before any judging (executor.use_model_file_settings)
+        apply_torch_settings(options.get("torch_settings") or {})  # the model file's own flags, before any judging (executor.use_model_file_settings)
         if options.get("snapshot", True):
             state.snapshot = Snapshot()
         conn.send_bytes(wire.dumps((0, "ok", os.getpid())))
@@ -226,7 +235,7 @@ def serve(conn, options: dict) -> None:
 
         seq, op, payload = pickle.loads(data)  # from the judge: trusted
         try:
-            value = OPS[op](state, payload)
+            value = ops[op](state, payload)
             reply = (seq, "ok", value)
         except BaseException as exc:  # noqa: BLE001 - SystemExit from a candidate is a result too
             lines = str(exc).strip().splitlines()
@@ -285,24 +294,13 @@ def preload() -> None:
         pass
     # under the interpreter, a kernel's calls to @triton.jit functions (tl.sum,
     # tl.max, helpers) no longer re-patch triton.language each time
-    from lego_core.runtime.triton_interpreter import skip_nested_repatching
-
     skip_nested_repatching()
-    import lego_core.cost.costing  # noqa: F401
-    import lego_core.runtime.memory  # noqa: F401
-    import lego_core.runtime.timing  # noqa: F401
-    import lego_core.judge.verify  # noqa: F401 - not used here: imported so that patching it shows
-    import lego_core.judge.inputs  # noqa: F401 - load_module
-    import lego_core.judge.end_to_end.e2e  # noqa: F401 - the composed model's process
-    import lego_core.judge.end_to_end.launch  # noqa: F401
 
 
 # ---------------------------------------------------------------- operations
 
 
 def _load(state: State, payload: dict) -> int:
-    from lego_core.judge.inputs import load_module
-
     module = load_module(Path(payload["path"]), payload["name"])
     handle = state.next_handle
     state.next_handle += 1
@@ -317,7 +315,7 @@ def _module(state: State, handle: int) -> types.ModuleType:
     return module
 
 
-def _sync(*values) -> None:
+def sync(*values) -> None:
     """Wait for the GPU when CUDA is in use (so a kernel's error surfaces in this call)."""
     import torch
 
@@ -325,7 +323,9 @@ def _sync(*values) -> None:
         torch.cuda.synchronize()
 
 
-def _memory_start(state: State, count: bool) -> None:
+def memory_start(state: State, count: bool) -> None:
+    """Start counting the bytes this process holds for one request (when
+    ``count``): CUDA's peak statistics reset, or a ``LiveBytes`` on a CPU."""
     import torch
 
     state.counter = None
@@ -342,8 +342,6 @@ def _counter():
     not wrapped in ``torch._disable_dynamo`` (``_should_skip_dynamo``), which
     would import torch._dynamo (over a second) in every executor; nothing
     here compiles under it."""
-    from lego_core.runtime.memory import LiveBytes
-
     global _Counter
     if _Counter is None:
         raw = LiveBytes.__dict__["__torch_dispatch__"]
@@ -362,7 +360,7 @@ def _counter():
 _Counter = None
 
 
-def _memory_peak(state: State, count: bool) -> int:
+def memory_peak(state: State, count: bool) -> int:
     """Bytes the executor itself held at the call's peak (0 when not counted)."""
     import torch
 
@@ -375,7 +373,8 @@ def _memory_peak(state: State, count: bool) -> int:
     return 0
 
 
-def _counted(state: State, count: bool):
+def counted(state: State, count: bool):
+    """The context a counted request's work runs in (the CPU counter, else nothing)."""
     import contextlib
 
     return state.counter if (count and state.counter is not None) else contextlib.nullcontext()
@@ -417,38 +416,33 @@ def _interned(state: State, args: list) -> list:
 
 def _call(state: State, payload: dict) -> tuple:
     import torch
-    from lego_core.judge.process import wire
 
     module = _module(state, payload["handle"])
     out = None if payload["out"] is None else _interned(state, list(payload["out"]))  # the same buffers, the same objects
     args, count = _interned(state, payload["args"]), payload.get("memory", False)
-    _memory_start(state, count)
+    memory_start(state, count)
     if payload.get("trace"):  # what the call runs, recorded here and judged by the verifier (verify_policy)
-        from lego_core.judge.verify_trace import CallTrace, module_state_digest
-
-        with _counted(state, count), torch.no_grad():
+        with counted(state, count), torch.no_grad():
             with CallTrace() as call_trace:
                 returned = module.launch(*args, out=out)
-                _sync()
+                sync()
         summary = call_trace.summary()
         # what the kernel file keeps between calls, judged call after call by the verifier (verify._state_kept)
         summary["module_state"] = module_state_digest(module, [*args, *(out or ())])
     else:
-        with _counted(state, count), torch.no_grad():
+        with counted(state, count), torch.no_grad():
             returned = module.launch(*args, out=out)
-            _sync()
+            sync()
         summary = None
     encoded = wire.encode(returned, out)
     del returned
-    return encoded, _memory_peak(state, count), summary
+    return encoded, memory_peak(state, count), summary
 
 
 def _time(state: State, payload: dict) -> tuple:
-    from lego_core.cost import costing
-
     module = _module(state, payload["handle"])
     count = payload.get("memory", False)
-    _memory_start(state, count)
+    memory_start(state, count)
     launch = module.launch
     sets = [_interned(state, list(s)) for s in payload["sets"]]
     if payload.get("outs") is not None:  # each set writes into its own buffers (timing_guard reads them after)
@@ -459,23 +453,17 @@ def _time(state: State, payload: dict) -> tuple:
     else:
         def fn(xs):
             return launch(*xs)
-    with _counted(state, count):
+    with counted(state, count):
         if payload.get("clock") == "cpu":  # the same path on a machine without a GPU (tests)
-            from lego_core.runtime.timing import time_cpu
-
             ms = time_cpu(fn, sets, payload.get("warmup_ms") or 1.0, payload.get("rep") or 5).median_ms
         else:
-            from lego_core.runtime import gpu_lock
-
             with gpu_lock.held_elsewhere():  # the optimizer that asked holds the GPU alone for this timing
                 ms = costing.measure_ms(fn, sets, payload.get("warmup_ms"), payload.get("rep"))
-        _sync()
-    return float(ms), _memory_peak(state, count)
+        sync()
+    return float(ms), memory_peak(state, count)
 
 
 def _getattr(state: State, payload: dict) -> Any:
-    from lego_core.judge.process import wire
-
     value = getattr(_module(state, payload["handle"]), payload["name"])
     if not wire.plain(value):
         raise TypeError(f"{payload['name']} is a {type(value).__name__}, not plain data")
@@ -496,56 +484,6 @@ def _ping(state: State, payload: Any) -> int:
     return os.getpid()
 
 
-def _composed(state: State, payload: dict) -> dict:
-    """Build the composed ``ModelNew`` from ``payload["out_dir"]`` and run the
-    forward on ``payload["inputs"]`` (``lego_core.judge.process.composed``)."""
-    import torch
-    from lego_core.judge.end_to_end.e2e import load_composed
-    from lego_core.judge.process import wire
-    from lego_core.judge.process.composed import ProblemView
-    from lego_core.load.state import with_state
-
-    count = payload.get("memory", False)
-    _memory_start(state, count)
-    problem = ProblemView.from_payload(payload)
-    with _counted(state, count):
-        new = load_composed(Path(payload["out_dir"]), problem)
-        with torch.no_grad():
-            actual = new(*payload["forward_inputs"])
-            actual = with_state(actual, new, payload.get("state_targets") or [])  # the state after the call, judged too
-        _sync()
-    # what the call ran (lego_runtime.note_forward): a plan that fell back to the user's forward is not the plan judged
-    # a ModelNew without LEGO's runtime (a hand-written one, in tests) has no other forward to fall back to
-    requested = str(getattr(new, "lego_forward", "plan"))
-    ran = new.__dict__.get("lego_last_forward", None if hasattr(new, "lego_forward") else "plan")
-    forward = {"requested": requested, "ran": ran, "why": new.__dict__.get("lego_fallback")}
-    del new
-    return {"output": wire.encode(actual, None), "memory": _memory_peak(state, count), "pid": os.getpid(), "forward": forward}
-
-
-def _choose_launch(state: State, payload: dict) -> dict:
-    """``lego_core.judge.end_to_end.launch.measure_launch`` on the composed model (a fresh process)."""
-    from lego_core.judge.process.composed import ProblemView
-    from lego_core.judge.end_to_end.launch import measure_launch
-
-    count = payload.get("memory", False)
-    _memory_start(state, count)
-    problem = ProblemView.from_payload(payload)
-    with _counted(state, count):
-        launch = measure_launch(Path(payload["out_dir"]), problem, payload["config"])
-    return {"launch": launch, "memory": _memory_peak(state, count), "pid": os.getpid()}
-
-
-def _time_models(state: State, payload: dict) -> dict:
-    """``lego_core.judge.end_to_end.e2e.time_models`` on a problem loaded here from its spec, with the judge's weights."""
-    from lego_core.judge.end_to_end.e2e import time_models_here
-    from lego_core.load.problem import load_problem
-
-    problem = load_problem(payload["spec"])
-    problem.model.load_state_dict(payload["state_dict"])
-    return {"timing": time_models_here(Path(payload["out_dir"]), problem, payload["config"]), "pid": os.getpid()}
-
-
 def _sleep(state: State, payload: dict) -> None:  # tests: a request that outlives the per-call limit
     time.sleep(float(payload))
 
@@ -558,9 +496,6 @@ OPS = {
     "setattr": _setattr,
     "forget": _forget,
     "ping": _ping,
-    "composed": _composed,
-    "choose_launch": _choose_launch,
-    "time_models": _time_models,
     "sleep": _sleep,
 }
 # requests after which the executor's shared functions are checked

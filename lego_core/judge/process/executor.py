@@ -1,7 +1,8 @@
 """The judge's side of a candidate executor: start it, talk to it, restart it.
 
-:class:`Executor` owns one executor process (``lego_core.judge.process.child.serve``)
-and a two-way pipe to it.  :meth:`Executor.load` imports a kernel file
+:class:`Executor` owns one executor process (its main function
+``lego_core.judge.process.child.serve``, or the caller's own ``serve``) and a
+two-way pipe to it.  :meth:`Executor.load` imports a kernel file
 *there* and returns a :class:`RemoteModule`, whose ``launch(*inputs, out=None)``
 runs the kernel there on tensors shared with this process
 (``torch.multiprocessing``: CPU shared memory, CUDA IPC), so
@@ -31,7 +32,7 @@ from typing import Any, Sequence
 
 import torch
 
-from lego_core.judge.process import wire
+from lego_core.judge.process import child, wire
 from lego_core.judge.process.forkserver import context as _context, warm_up  # noqa: F401 - warm_up: re-exported
 from lego_core.judge.process.wire import BadReply, ExecutorDied, ExecutorTampered, ExecutorTimeout, JudgeError
 
@@ -84,10 +85,16 @@ class Executor:
     ``lego_core.runtime.memory.MemoryMeter`` that is told the bytes the executor held
     at each call's peak (``MemoryMeter.note_external``); ``snapshot``: take
     the tamper snapshot at start (off for one-shot processes that run a
-    composed model).  ``generation`` counts the processes started: a
-    :class:`RemoteModule` belongs to one."""
+    composed model).  ``serve``: the process's main function, a module-level
+    ``serve(conn, options)`` (it is started by name in the new process);
+    default ``child.serve``, which answers the candidate requests; the
+    composed model's process adds handlers of its own
+    (``lego_core.judge.end_to_end.served.serve``).  ``generation`` counts the
+    processes started: a :class:`RemoteModule` belongs to one."""
 
-    def __init__(self, *, call_timeout_s: float | None = None, start_timeout_s: float = START_TIMEOUT_S, meter=None, snapshot: bool = True):
+    def __init__(self, *, call_timeout_s: float | None = None, start_timeout_s: float = START_TIMEOUT_S, meter=None, snapshot: bool = True,
+                 serve=child.serve):
+        self.serve = serve
         self.call_timeout_s = CALL_TIMEOUT_S if call_timeout_s is None else call_timeout_s
         self.start_timeout_s = start_timeout_s
         self.meter = meter
@@ -120,7 +127,7 @@ class Executor:
         # this process (PR_SET_PDEATHSIG): it watches this pipe instead, whose
         # only writing end this process holds (closed when it exits or dies)
         lifeline, held = ctx.Pipe(duplex=False)
-        process = ctx.Process(target=_serve, args=(theirs, {"snapshot": self.snapshot, "lifeline": lifeline, "torch_settings": dict(_MODEL_FILE_SETTINGS)}), daemon=False, name="lego-executor")
+        process = ctx.Process(target=self.serve, args=(theirs, {"snapshot": self.snapshot, "lifeline": lifeline, "torch_settings": dict(_MODEL_FILE_SETTINGS)}), daemon=False, name="lego-executor")
         process.start()
         theirs.close()
         lifeline.close()
@@ -266,12 +273,6 @@ class Executor:
     def _collect(self) -> None:
         if torch.cuda.is_available() and torch.cuda.is_initialized():
             torch.cuda.ipc_collect()  # blocks the executor has let go of (CUDA IPC)
-
-
-def _serve(conn, options):  # the process target: imported by name in the child
-    from lego_core.judge.process.child import serve
-
-    serve(conn, options)
 
 
 def _shutdown(process, *conns) -> None:

@@ -16,7 +16,10 @@ from __future__ import annotations
 
 import multiprocessing as mp
 
-PRELOAD = ["lego_core.judge.process.preload"]
+# imported by the fork server, by name, before it forks: the executors' own
+# libraries, then the composed model's process side (its handlers and what they
+# import), so neither kind of process imports them at its start
+PRELOAD = ["lego_core.judge.process.preload", "lego_core.judge.end_to_end.served"]
 
 
 def context():
