@@ -139,7 +139,7 @@ def guard_timing(
     in ``precise_limit_bytes`` (None: no limit).  Never raises for a bad candidate: a failure is a :class:`GuardedTiming`
     with a reason (an executor that died raises, as ``time_sets`` does).
     """
-    from lego_core.judge.verify import _poison_value, _precise_reference, _state_kept, compare, float64_working_bytes, judge_values, ops_of_reference, poisoned_outputs
+    from lego_core.judge.verify import poison_value, precise_reference, state_kept, compare, float64_working_bytes, judge_values, ops_of_reference, poisoned_outputs
     from lego_core.judge.verify_policy import trace_problem
 
     library_ops, region_ops = ops_of_reference(reference, library_ops, None)
@@ -154,20 +154,20 @@ def guard_timing(
     for k, (xs, exp, out) in enumerate(zip(fresh, expected, outs)):
         for repeat in range(2):
             for buf in out:  # poisoned again in place (no second copy of a large output)
-                buf.fill_(_poison_value(buf.dtype, repeat))
+                buf.fill_(poison_value(buf.dtype, repeat))
             summary = traced_call(xs, out)
             if torch.cuda.is_available():
                 torch.cuda.synchronize()
             problem = trace_problem(summary, library_ops=library_ops, region_ops=region_ops)
             if not problem and repeat == 1:  # the same inputs again, not refilled: a cache keyed by them stays as it was
-                problem = _state_kept(state, summary.get("module_state"))
+                problem = state_kept(state, summary.get("module_state"))
             state = summary.get("module_state")
             if problem:
                 return GuardedTiming(ms, floor, f"after timing, call {2 * k + repeat + 1} on the timed inputs: {problem}")
             result = compare(out, exp, dtype)
             if not result.passed and (precise_limit_bytes is None or float64_working_bytes(reference, xs, exp) <= precise_limit_bytes):
                 # judged as the verifier judged it: eager's own 16-bit rounding or overflow is not held against the candidate
-                result = judge_values(out, exp, dtype, _precise_reference(reference, xs, exp))
+                result = judge_values(out, exp, dtype, precise_reference(reference, xs, exp))
             if not result.passed:
                 return GuardedTiming(ms, floor, f"after timing, call {2 * k + repeat + 1} on the timed inputs did not compute its output: {result.reason}")
     if ms < FLOOR_FACTOR * floor:

@@ -410,12 +410,12 @@ def poisoned_outputs(expected_like: Sequence[Tensor], variant: int = 0) -> list[
     buffers = []
     for like in expected_like:
         buf = torch.empty_like(like)
-        buf.fill_(_poison_value(like.dtype, variant))
+        buf.fill_(poison_value(like.dtype, variant))
         buffers.append(buf)
     return buffers
 
 
-def _poison_value(dtype: torch.dtype, variant: int) -> float | int | bool:
+def poison_value(dtype: torch.dtype, variant: int) -> float | int | bool:
     """The fill for one dtype and variant (see :func:`poisoned_outputs`)."""
     if dtype == torch.bool:
         return variant == 0
@@ -544,7 +544,7 @@ def verify(
         # the reference runs on the call buffers (refilled before every call), not on one more copy
         expected = _run_reference(ref, buffers.fill(inputs), label, clone=False)
         wide_ok = precise_limit_bytes is None or float64_working_bytes(ref, inputs, expected) <= precise_limit_bytes
-        precise = _precise_reference(ref, inputs, expected) if wide_ok else None
+        precise = precise_reference(ref, inputs, expected) if wide_ok else None
         for mode in _with_second_fill(modes, expected):
             runs += 1
             given: list = []
@@ -631,7 +631,7 @@ class _CallRules:
     library_ops: tuple
     region_ops: tuple
     # the kernel file's state after the last call (``module_state`` of a
-    # traced call's summary, sent by the executor; None: not known): :func:`_state_kept`
+    # traced call's summary, sent by the executor; None: not known): :func:`state_kept`
     state: str | None = None
 
     def fp32(self, expected: Sequence[Tensor]) -> bool:
@@ -824,16 +824,16 @@ def _repeat_call(run: Candidate, inputs, expected, variant, dtype, precise, rule
     """The first call made once more on the same input tensors, not refilled
     (the same objects, addresses, versions and values): its values judged as
     any call's, and the kernel file's state after it required to be what it
-    was after the first (:func:`_state_kept`)."""
+    was after the first (:func:`state_kept`)."""
     before = rules.state
     result = _check_one_call(run, inputs, expected, variant, dtype, precise, rules=rules, buffers=buffers, refill=False)
-    kept = _state_kept(before, rules.state) if result.passed else ""
+    kept = state_kept(before, rules.state) if result.passed else ""
     if kept:
         return Comparison(False, math.inf, math.inf, f"repeated call: {kept}")
     return result
 
 
-def _state_kept(state_before: str | None, state_after: str | None) -> str:
+def state_kept(state_before: str | None, state_after: str | None) -> str:
     """A reason when the kernel file's state (``module_state`` of the
     executor's summary: :func:`lego_core.judge.verify_trace.module_state_digest`)
     after a call differs from the state before it, the call having had the
@@ -849,7 +849,7 @@ def judge_values(returned, expected: list[Tensor], dtype, precise: list | None =
     """The values of one call judged as the verifier judges them (the timing
     guard's calls after timing too): :func:`compare` against eager's
     ``expected``; for 16-bit outputs with a float64 reference ``precise``
-    (:func:`_precise_reference`), an output that fails only on values, or
+    (:func:`precise_reference`), an output that fails only on values, or
     only where eager's result is NaN/inf, passes when it is within the same
     tolerance of the float64 result rounded once to its dtype; and a 16-bit
     output must then be no further from the float64 result than eager's
@@ -994,7 +994,7 @@ def float64_working_bytes(ref: Reference, inputs: Sequence[Tensor], expected: li
     return total
 
 
-def _precise_reference(ref: Reference, inputs: Sequence[Tensor], expected: list[Tensor]) -> list[Tensor | None] | None:
+def precise_reference(ref: Reference, inputs: Sequence[Tensor], expected: list[Tensor]) -> list[Tensor | None] | None:
     """The reference run on float64 copies of the floating inputs, for 16-bit
     outputs only (None where an output is not 16-bit, or for all when none is,
     or when the region does not run in float64: then there is no such check)."""

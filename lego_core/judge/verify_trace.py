@@ -549,7 +549,7 @@ def module_state_digest(module, extra=()) -> str:
     calls that leave the same state give the same string.
 
     The verifier calls a candidate twice on the same, unrefilled inputs and
-    requires the same digest after both (``verify._state_kept``): a kernel
+    requires the same digest after both (``verify.state_kept``): a kernel
     that counts its calls changes its state on every call, so it is caught
     whatever number of calls it is right for, while a cache keyed by what
     it is given (a launch configuration per shape, a mask checked once per

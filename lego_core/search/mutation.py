@@ -26,7 +26,7 @@ import torch.fx as fx
 from lego_core.cost import costmodel
 from lego_core.load.capture import op_name
 from lego_core.tree.fusion.legality import CONV_OP, GEMM_OPS, fusion_verdict
-from lego_core.search.plan import _graph_index, item_dependencies
+from lego_core.search.plan import graph_index, item_dependencies
 from lego_core.tree.subproblem import SubProblem, make_subproblem
 from lego_core.tree.fusion_tree import OrNode
 
@@ -106,8 +106,8 @@ def propose_fusions(items: list[OrNode], graph_outputs: list[fx.Node], tried: se
     rejected: list[tuple[str, str]] = []
     seen: set[frozenset] = set()
     for group, kind in _candidate_groups(items):
-        ordered = sorted(group, key=lambda it: min(_graph_index(n) for n in it.sub.nodes))
-        nodes = sorted({n for it in ordered for n in it.sub.nodes}, key=_graph_index)
+        ordered = sorted(group, key=lambda it: min(graph_index(n) for n in it.sub.nodes))
+        nodes = sorted({n for it in ordered for n in it.sub.nodes}, key=graph_index)
         key = frozenset(n.name for n in nodes)
         if key in tried or key in seen:
             continue

@@ -118,7 +118,7 @@ def schedule(items: list[OrNode]) -> list[OrNode]:
     Raises ValueError when the items' dependencies form a cycle."""
     position = {}
     for item in items:
-        first = min((_graph_index(n) for n in item.sub.nodes), default=0)
+        first = min((graph_index(n) for n in item.sub.nodes), default=0)
         position[item.id] = first
     deps = item_dependencies(items)
     try:
@@ -129,7 +129,7 @@ def schedule(items: list[OrNode]) -> list[OrNode]:
     return [by_id[i] for i in order]
 
 
-def _graph_index(node) -> int:
+def graph_index(node) -> int:
     """Position of an fx node in its graph (fx keeps nodes in a linked list)."""
     index = node.meta.get("lego_index")
     if index is None:

@@ -240,7 +240,7 @@ def test_call_counters_pass_without_the_repeated_call(cases, monkeypatch):
     caught by the calls behind it (call 7)."""
     from lego_core.judge import verify
 
-    monkeypatch.setattr(verify, "_state_kept", lambda before, after: "")
+    monkeypatch.setattr(verify, "state_kept", lambda before, after: "")
     hundred = next(h for h in HACKS if h.name == "right_for_the_first_hundred_calls")
     assert judge_candidate(hundred.source, cases["softmax"]).usable
     for name in ("right_for_the_first_six_calls", "right_for_the_first_six_calls_add"):

@@ -427,7 +427,7 @@ def _call(state: State, payload: dict) -> tuple:
                 returned = module.launch(*args, out=out)
                 sync()
         summary = call_trace.summary()
-        # what the kernel file keeps between calls, judged call after call by the verifier (verify._state_kept)
+        # what the kernel file keeps between calls, judged call after call by the verifier (verify.state_kept)
         summary["module_state"] = module_state_digest(module, [*args, *(out or ())])
     else:
         with counted(state, count), torch.no_grad():
