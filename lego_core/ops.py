@@ -249,6 +249,10 @@ _OPS: list[Op] = [
     *_rows(HOST, "stride size numel dim is_contiguous data_ptr element_size cuda cpu device dtype item tolist", host_call=True),
 ]
 
+# the exponents of ``aten.pow.Tensor_Scalar`` the pointwise template writes as Triton
+# arithmetic (``agents.template.expressions.POW_FORMS``); other exponents keep pow a library call
+POW_EXPONENTS = (0, 0.5, 1, 2, 3, 4, -0.5, -1, -2)
+
 REGISTRY: dict[str, Op] = {}
 for _op in _OPS:
     if _op.name in REGISTRY:
@@ -450,7 +454,7 @@ def flops(
     if kind == MATMUL:
         return _matmul_flops(op.name, ins, out_numel)
     if kind == CONVOLUTION:
-        return _conv_flops(ins, outs, args)
+        return _conv_flops(op.name, ins, outs, args)
     if kind == ATTENTION:
         return _attention_flops(ins, causal)
     if kind == RECURRENT:
@@ -459,7 +463,7 @@ def flops(
     if kind in (REDUCTION, NORMALIZATION):
         return Flops(vector=op.per_element * in_numel)
     if kind == POOLING:
-        return Flops(vector=in_numel if op.name.startswith("adaptive_") else out_numel * _pool_window(args))
+        return Flops(vector=in_numel if op.name.startswith("adaptive_") else out_numel * _pool_window(op.name, args))
     return Flops(vector=out_numel)
 
 
@@ -477,13 +481,18 @@ def _matmul_flops(name: str, ins: list[tuple[int, ...]], out_numel: int) -> Flop
     return Flops(2 * out_numel * ins[0][-1])
 
 
-def _conv_flops(ins: list[tuple[int, ...]], outs: list[tuple[int, ...]], args: Sequence[Any]) -> Flops:
+def _conv_flops(name: str, ins: list[tuple[int, ...]], outs: list[tuple[int, ...]], args: Sequence[Any]) -> Flops:
     """Convolution FLOPs from input, weight ([Cout, Cin/groups, *k] or,
     transposed, [Cin, Cout/groups, *k]) and output shapes (flop_counter's
-    formula), plus one add per output for the bias."""
+    formula), plus one add per output for the bias.  Transposed: the
+    ``conv_transpose*`` ops, or ``args[6]`` of ``convolution`` /
+    ``_convolution`` (for ``conv2d`` and the like ``args[6]`` is ``groups``)."""
     from torch.utils.flop_counter import conv_flop_count
 
-    transposed = bool(args[6]) if len(args) > 6 else False
+    if name in ("convolution", "_convolution", "convolution_overrideable", "cudnn_convolution"):
+        transposed = bool(args[6]) if name != "cudnn_convolution" and len(args) > 6 else False
+    else:
+        transposed = name.startswith("conv_transpose")
     products = conv_flop_count(list(ins[0]), list(ins[1]), list(outs[0]), transposed)
     bias = _numel(outs[0]) if len(ins) > 2 and outs else 0
     return Flops(products, bias)
@@ -507,10 +516,20 @@ def flash_attention_flops(b: int, h: int, m: int, n: int, d: int, dv: int, kept:
     return Flops(round(2 * scores * (d + dv) * kept), round(5 * scores * kept))
 
 
-def _pool_window(args: Sequence[Any]) -> int:
-    """Elements of the pooling window (``kernel_size`` is ``args[1]``)."""
+def _pool_window(name: str, args: Sequence[Any]) -> int:
+    """Elements of the pooling window (``kernel_size`` is ``args[1]``); an
+    integer kernel size stands for every spatial dimension of the op
+    (``max_pool1d``: 1, ``avg_pool2d``: 2, ``max_pool3d_with_indices``: 3)."""
     if len(args) > 1 and isinstance(args[1], (list, tuple)):
-        return _numel(args[1])
+        size = [int(k) for k in args[1]]
+        rank = _pool_rank(name)
+        return _numel(size * rank if len(size) == 1 and rank > 1 else size)
     if len(args) > 1 and isinstance(args[1], int):
-        return args[1] * args[1]
+        return args[1] ** _pool_rank(name)
     return 1
+
+
+def _pool_rank(name: str) -> int:
+    """Spatial dimensions of a pooling op from its name (``avg_pool3d``: 3)."""
+    digits = [c for c in name if c in "123"]
+    return int(digits[0]) if digits else 2

@@ -41,9 +41,6 @@ from lego_core.tree.fusion_tree import FusionTree, OrNode, build_tree, node_crea
 from lego_core.judge.verify_policy import seeds_record
 
 
-AGENT = "template"  # the default agent (OptimizeConfig.agent; its name is part of every kernel cache key: search.cache.run_key)
-
-
 def run_pipeline(spec: ProblemSpec, out_dir: str, config: OptimizeConfig, emit: Sink, run_id: str | None = None, commit: bool = True) -> dict:
     """Optimize one problem; write ``out_dir``; return the report dict.
 

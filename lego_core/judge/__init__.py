@@ -33,9 +33,9 @@ Which process runs what (issue 10, section 1):
   (CPU shared memory; CUDA IPC on a GPU), times candidates
   (``costing.measure_ms``) and runs the launches of per-shape tuning; the
   tuner's choice and its output comparison stay in the optimizer.
-* **a fresh process per use** (``judge.composed``) runs the composed
+* **a fresh process per use** (``judge.process.fresh``, asked by ``judge.end_to_end.composed``) runs the composed
   ``ModelNew``: the end-to-end check's forward, the launch-plan measurements
-  (``launch.measure_launch``) and the final timings (``e2e.time_models``).
+  (``launch.measure_launch``) and the final timings (``end_to_end.composed.time_models``).
 
 Failures: an exception a candidate raises comes back as one the verifier
 reports as "candidate raised <Type>: ...".  An executor that dies

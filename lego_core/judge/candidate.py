@@ -114,6 +114,10 @@ class CandidateJudge:
                        report.to_dict()["max_abs_error"])
 
     def _check(self, node: OrNode, cand: Candidate) -> None:
+        """:meth:`judge`'s work, in the lane: the call-back check, import and
+        verification in the executor (``_verify``), then a guarded GPU time
+        or the cost model's estimate; restarts the executor after a candidate
+        that ran and failed; emits ``VerificationResult`` and ``Timing``."""
         sub = node.sub
         module: RemoteModule | None = None
         ran = False  # whether candidate code ran in the executor

@@ -23,7 +23,7 @@ reshapes and launches.  :func:`calls_back_into_reference` reads its source
 
 It is the first of the verifier's defences, cheap and explainable; what a
 static reading cannot see (a patch made through a value computed at run
-time) is caught by the executor's tamper snapshot (``judge.child.Snapshot``)
+time) is caught by the executor's tamper snapshot (``judge.process.child.Snapshot``)
 and the call trace (``verify_trace``).
 
 Op facts (the heavy ops, the host names, each op's public aliases, the name

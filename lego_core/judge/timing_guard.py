@@ -217,7 +217,7 @@ def guarded_measure_ms(
 def guarded_remote_time(module, input_sets: Sequence[Sequence[object]], reference: Callable[[list], list], *,
                         clock: str = "gpu", **guard) -> GuardedTiming:
     """:func:`guard_timing` of a candidate imported in its executor
-    (``judge.executor.RemoteModule``): timed there on the fresh inputs into
+    (``judge.process.executor.RemoteModule``): timed there on the fresh inputs into
     the preallocated outputs (``module.time(sets, outs=outs)``), called there
     under the call trace (``module.candidate.traced``); fresh inputs,
     expected outputs and every judgement stay here.  ``clock="cpu"``: the
@@ -225,7 +225,7 @@ def guarded_remote_time(module, input_sets: Sequence[Sequence[object]], referenc
 
     A candidate that raises while timed or called is a :class:`GuardedTiming`
     with the reason; an executor that died, hung or was tampered with raises
-    its ``judge.wire.JudgeError`` (the caller restarts it)."""
+    its ``judge.process.wire.JudgeError`` (the caller restarts it)."""
     from lego_core.judge.process.wire import CandidateRaised
 
     try:

@@ -15,7 +15,7 @@ Rules (docs/DESIGN "Correctness and timing rules"; docs/SEARCH.md,
    no ``eval``/``exec``, assigns nothing to ``torch``/``triton``/
    ``lego_core``, imports nothing that runs work the call trace cannot see
    (threads, processes, NumPy, ctypes), and jit bodies do not reach torch;
-2. importing the file (``search.load_module``) changes no global torch
+2. importing the file (``judge.inputs.load_module``) changes no global torch
    state, rebinds no torch or lego_core function, writes no file;
 3. at least three input sets, each built from a seed that is drawn at random
    per run unless fixed (messages name sets by a one-way label,

@@ -318,7 +318,7 @@ def decomposition_table() -> dict:
 
 def has_conv2d(problem: Problem) -> bool:
     """Whether the model holds a 2-D convolution (where channels-last pays on a
-    GPU).  ``problem``: a ``Problem``, or a ``judge.composed.ProblemView``
+    GPU).  ``problem``: a ``Problem``, or a ``judge.end_to_end.served.ProblemView``
     (the composed model's process, which has the weights but not the modules)."""
     if hasattr(problem, "holds_conv2d"):
         return bool(problem.holds_conv2d)

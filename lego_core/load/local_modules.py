@@ -17,7 +17,7 @@ and ships:
   (:func:`imported_modules`) and explains a failed import
   (:func:`explain_import_error`: the missing module, what the import path
   holds, and the fix);
-- composing (``compose.write_output``) copies those modules into the output
+- composing (``compose.folder.write_output``) copies those modules into the output
   folder's ``reference_modules/`` (:func:`copy_into`), and
   ``optimized_model.py``'s import of ``reference_model.py``
   (``lego_overrides.load_reference``) puts that folder first on ``sys.path``

@@ -372,7 +372,7 @@ def _check_output_structure(out: Any, path: str, module_name: str | None = None)
     (``module_name``: the module the file was loaded as; the optimized model
     imports the file under another name and could not find the class
     again); a structure ``treespec_dumps`` cannot write down (a namedtuple),
-    from which ``compose.output_spec_text`` writes ``OUTPUT_SPEC``."""
+    from which ``compose.folder.output_spec_text`` writes ``OUTPUT_SPEC``."""
     kind = type(out).__name__
     pytree = torch.utils._pytree
     if not isinstance(out, (tuple, list, dict)) and type(out) not in pytree.SUPPORTED_NODES:

@@ -69,12 +69,6 @@ def owned(out: Path) -> set[str]:
     return {name for name in names if (out / name).exists() or (out / name).is_symlink()}
 
 
-def previous_run(out: Path) -> str | None:
-    """The run id of the output committed in ``out`` (None: none, or an older LEGO's)."""
-    record = _read_record(Path(out))
-    return record.get("run_id") if record else None
-
-
 def check_target(out: Path) -> None:
     """Raise ProblemError unless ``out`` can receive LEGO's output: it is a
     folder or does not exist yet, and holds no entry of the user's under a

@@ -90,7 +90,7 @@ def main(argv: list[str]) -> int:
 
         faulthandler.dump_traceback_later(float(stacks_every), repeat=True)
     warnings.filterwarnings("ignore", message=".*LeafSpec.*")  # torch.export's own deprecation noise
-    warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"triton\.runtime\.interpreter")  # masked-off lanes (judge.child.preload)
+    warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"triton\.runtime\.interpreter")  # masked-off lanes (judge.process.child.preload)
     logging.getLogger("torch").setLevel(logging.ERROR)  # torch.export's warnings are not the user's business
 
     def emit(event) -> None:

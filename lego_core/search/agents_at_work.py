@@ -117,10 +117,10 @@ class AgentsAtWork:
             return
         cand = self._candidate(node, attempt, name, proposal)
         self.emit(CandidateProposed(node_id=node.id, candidate_id=cand.id, agent=name, implementation="triton", source=cand.source))
-        self.judge.judge(node, cand)
+        verdict = self.judge.judge(node, cand)
         outcome.candidates.append(cand)
-        if not cand.usable:
-            reason = with_time_to_beat(cand.rejected_reason, *time_to_beat(node)) if self.judge.measure else cand.rejected_reason
+        if not verdict.accepted:
+            reason = with_time_to_beat(verdict.reason, *time_to_beat(node)) if self.judge.measure else verdict.reason
             self.feedback[(node.id, name)] = feedback + [reason]
             outcome.feedback = feedback + [reason]
             outcome.retry_agents.append(name)

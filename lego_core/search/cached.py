@@ -66,14 +66,14 @@ class CachedSolutions:
         kernel_name = f"{node.sub.id}_{entry.kernel_name.split('_', 1)[-1]}" if entry.kernel_name else f"{node.sub.id}_kernel"
         cand = Candidate(f"{node.id}-{entry.agent}-cached", node.id, entry.agent, "triton", entry.source, kernel_name)
         self.emit(CandidateProposed(node_id=node.id, candidate_id=cand.id, agent=entry.agent, implementation="triton", source=cand.source))
-        self.judge.judge(node, cand)
+        accepted = self.judge.judge(node, cand).accepted
         with self._lock:
-            if cand.usable:
+            if accepted:
                 self.hits += 1
             else:
                 self.stale += 1
                 node.reused_from = None
-        if cand.usable:
+        if accepted:
             self.emit(NodeReused(node_id=node.id, reused_from="cache", via="cache", usable=True))
         return Outcome([cand], from_cache=True, failed_verification=not cand.usable, feedback=[cand.rejected_reason] if not cand.usable else [])
 

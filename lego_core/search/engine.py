@@ -168,7 +168,11 @@ class Search:
         """Nodes an agent can attempt, most expected gain first (library estimate minus fused estimate, ms)."""
         nodes = [n for n in self.tree.or_nodes() if self.agent.can_attempt(n.sub)]
         gpu = self.config.target_gpu
-        return sorted(nodes, key=lambda n: costing.fused_estimate_ms(n.sub, self.dtype, gpu) - costing.library_estimate_ms(n.sub, self.dtype, gpu))
+
+        def expected_gain_ms(node: OrNode) -> float:
+            return costing.library_estimate_ms(node.sub, self.dtype, gpu) - costing.fused_estimate_ms(node.sub, self.dtype, gpu)
+
+        return sorted(nodes, key=expected_gain_ms, reverse=True)  # stable: equal gains keep the tree's order
 
     def add_library(self, leaf: OrNode) -> None:
         """The library candidate of a leaf: measured on a GPU, else estimated.

@@ -90,7 +90,7 @@ def subproblem(graph: Graph, nodes: list) -> SubProblem:
 
 
 def input_sets(problem: Problem, graph: Graph, sub: SubProblem) -> list[list[torch.Tensor]]:
-    """Boundary inputs per seed, as the search builds them (``search.leaf_input_sets``)."""
+    """Boundary inputs per seed, as the search builds them (``judge.inputs.leaf_input_sets``)."""
     activations = [graph.run(problem.model, problem.make_inputs(seed)) for seed in SEEDS]
     parameters = {name for name, src in graph.sources.items() if src.kind == "parameter"}
     return leaf_input_sets(OrNode("or_test", sub, None), activations, parameters, SEEDS)

@@ -258,3 +258,33 @@ def test_the_grep_finds_the_old_tables_and_nothing_else(tmp_path):
         flagged: {[k for i, k in enumerate(NOT_TABLES, len(OLD_TABLES) + 1) if i in found]}""")
     (tmp_path / "lego_core" / "ops.py").write_text(OLD_TABLES["multi-line set"] + "\n")  # the registry itself may
     assert "ops.py" not in _grep(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "target, ins, outs, args, expected",
+    [
+        # an integer kernel size stands for every spatial dimension of the op
+        ("aten.max_pool1d.default", [(1, 4, 10)], [(1, 4, 5)], [None, 2], 20 * 2),
+        ("aten.avg_pool3d.default", [(1, 4, 4, 4, 4)], [(1, 4, 2, 2, 2)], [None, 2], 32 * 8),
+        ("aten.max_pool2d_with_indices.default", [(1, 4, 4, 4)], [(1, 4, 2, 2)], [None, [2]], 16 * 4),
+        ("aten.avg_pool2d.default", [(1, 4, 6, 6)], [(1, 4, 2, 2)], [None, [3, 2]], 16 * 6),
+    ],
+)
+def test_pooling_window_follows_the_ops_rank(target, ins, outs, args, expected):
+    assert ops.flops(target, ins, outs, args).vector == expected
+
+
+def test_conv2d_args_6_is_groups_not_transposed():
+    """``aten.convolution``'s args[6] is ``transposed``; ``conv2d``'s is ``groups``:
+    both spellings of one convolution count the same FLOPs."""
+    x, w, out = (1, 3, 8, 8), (6, 3, 3, 3), (1, 6, 6, 6)
+    products = 2 * 6 * 36 * 3 * 9  # 2 * Cout * out pixels * Cin * kernel
+    conv = ops.flops("aten.convolution.default", [x, w], [out], [None, None, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1])
+    conv2d = ops.flops("aten.conv2d.default", [x, w], [out], [None, None, None, [1, 1], [0, 0], [1, 1], 1])
+    assert conv.tensor_core == conv2d.tensor_core == products
+
+
+def test_the_pow_exponents_the_policy_fuses_are_the_ones_the_template_writes():
+    from lego_core.agents.template.expressions import POW_FORMS
+
+    assert set(POW_FORMS) == set(ops.POW_EXPONENTS)

@@ -3,7 +3,7 @@
 Each case is a tiny KernelBench-style problem file.  It is loaded the way the
 pipeline loads it (``load_problem`` -> ``capture_graph`` -> ``build_tree``);
 the test finds the fusion-group leaf of the expected kind, generates its
-kernel file (``codegen.generate``), imports it (``search.load_module``) and
+kernel file (``codegen.generate``), imports it (``judge.inputs.load_module``) and
 checks it with ``verify.verify`` on three seeded input sets whose boundary
 values come from ``graph.run(model, problem.make_inputs(seed))``, exactly the
 values the search checks candidates on.  Every generated file must also parse
@@ -77,7 +77,7 @@ class Built:
 
     def input_sets(self, leaf: OrNode, seeds=SEEDS) -> list[list[torch.Tensor]]:
         """Boundary inputs of ``leaf`` for each seed, as the search builds them
-        (``search.leaf_input_sets``: parameters perturbed in all sets but the first)."""
+        (``judge.inputs.leaf_input_sets``: parameters perturbed in all sets but the first)."""
         activations = [self.graph.run(self.problem.model, self.problem.make_inputs(seed)) for seed in seeds]
         parameters = {name for name, src in self.graph.sources.items() if src.kind == "parameter"}
         return leaf_input_sets(leaf, activations, parameters, tuple(seeds))

@@ -62,22 +62,25 @@ def _gelu(node: fx.Node, a: list[str]) -> str:
     return f"(0.5 * {x} * (1.0 + tl.math.erf({x} * 0.7071067811865476)))"
 
 
+# x ** e as Triton arithmetic, for each exponent of ops.POW_EXPONENTS
+POW_FORMS = {
+    0: "({x} * 0.0 + 1.0)",
+    0.5: "tl.sqrt({x})",
+    1: "{x}",
+    2: "({x} * {x})",
+    3: "({x} * {x} * {x})",
+    4: "(({x} * {x}) * ({x} * {x}))",
+    -0.5: "tl.math.rsqrt({x})",
+    -1: "(1.0 / {x})",
+    -2: "(1.0 / ({x} * {x}))",
+}
+
+
 def _pow(node: fx.Node, a: list[str]) -> str:
     x, e = a[0], node.args[1]
-    table = {
-        0: f"({x} * 0.0 + 1.0)",
-        0.5: f"tl.sqrt({x})",
-        1: x,
-        2: f"({x} * {x})",
-        3: f"({x} * {x} * {x})",
-        4: f"(({x} * {x}) * ({x} * {x}))",
-        -0.5: f"tl.math.rsqrt({x})",
-        -1: f"(1.0 / {x})",
-        -2: f"(1.0 / ({x} * {x}))",
-    }
-    if e not in table:
+    if e not in POW_FORMS:
         raise Unsupported(f"pow exponent {e}")
-    return table[e]
+    return POW_FORMS[e].format(x=x)
 
 
 # PyTorch's maximum/minimum/relu/clamp propagate NaN; Triton's tl.maximum and

@@ -7,7 +7,7 @@ folders; ``torchvision`` loads its compiled extension; a model file may set
 ``torch.backends`` flags), and the files LEGO generated (``lego_runtime.py``,
 ``kernels/*.py``, whose candidate code must not write files, start
 processes, load libraries or patch torch when imported).  The import guard
-(``verify_trace.import_guard``, through ``search.load_module``) must see
+(``verify_trace.import_guard``, through ``judge.inputs.load_module``) must see
 only the second kind.
 
 So :func:`import_optimized_model` first imports the user's file exactly as

@@ -105,7 +105,7 @@ def _supported_pointwise(node: fx.Node) -> bool:
     if name in ("aten.div.Tensor", "aten.div.Scalar") and node.kwargs.get("rounding_mode") is not None:
         return False
     if name == "aten.pow.Tensor_Scalar":
-        return node.args[1] in (0, 0.5, 1, 2, 3, 4, -0.5, -1, -2)
+        return node.args[1] in ops.POW_EXPONENTS
     if name == "aten._to_copy.default":
         extra = set(node.kwargs) - {"dtype", "layout", "device"}
         return not extra and node.kwargs.get("dtype") is not None
