@@ -17,6 +17,14 @@ The GPU rules (docs/DESIGN "Correctness and timing rules", device METHOD):
 * the result is the median of ``rep`` calls, with the 20th/80th percentiles
   to show the spread.
 
+Several callables timed against each other (eager and a plan) are timed
+in alternation by :func:`time_interleaved`: rounds of one call each, the
+order rotated every round, every call as ../shared/tools/sidebyside.py
+makes it (the same flush, events around one call, the GPU idle before it),
+calls during which the timing thread was preempted left out (on a busy host
+they measure the other processes, and an eager model's many launches are
+hit far more often than a CUDA graph's one).
+
 This module imports without CUDA; :func:`time_gpu` then raises
 ``RuntimeError``.  Every result says how it was measured (``method``), so a
 report can tell measured numbers from the cost model's estimates.
@@ -28,7 +36,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import time
+
+try:
+    import resource
+except ImportError:  # not a Unix: preemption is not counted
+    resource = None
 from typing import Any, Callable, Protocol, Sequence
 
 import torch
@@ -131,10 +145,17 @@ class CudaEventClock:
         self.device = device
         self.flush_buffer = _flush_buffer(device, flush_bytes) if flush_bytes > 0 else None
 
-    def mark(self) -> torch.cuda.Event:
-        event = torch.cuda.Event(enable_timing=True)
+    def mark(self, event: torch.cuda.Event | None = None) -> torch.cuda.Event:
+        """Record ``event`` (made by :meth:`unrecorded`; a new one when None) on the current stream."""
+        event = torch.cuda.Event(enable_timing=True) if event is None else event
         event.record()
         return event
+
+    def unrecorded(self) -> torch.cuda.Event:
+        """An event to :meth:`mark` later: made before the timed call, so
+        that making it is not inside the interval (as sidebyside.py makes
+        both of its events first)."""
+        return torch.cuda.Event(enable_timing=True)
 
     def elapsed_ms(self, start: torch.cuda.Event, end: torch.cuda.Event) -> float:
         return float(start.elapsed_time(end))
@@ -145,6 +166,16 @@ class CudaEventClock:
     def flush(self) -> None:
         if self.flush_buffer is not None:
             self.flush_buffer.zero_()
+
+    def wait_for(self, mark: torch.cuda.Event) -> None:
+        """Wait until the GPU reached ``mark``, giving the CPU away
+        (``sched_yield``) instead of spinning: a thread that spins in
+        ``cudaDeviceSynchronize`` uses up its share of a busy host's CPUs
+        and is then preempted in the middle of its next launches.  On an
+        idle host nothing else is runnable and this spins as the
+        synchronize does."""
+        while not mark.query():
+            os.sched_yield()
 
 
 class PerfCounterClock:
@@ -326,6 +357,210 @@ def time_on_device(
     if any(isinstance(x, torch.Tensor) and x.is_cuda for s in input_sets for x in s):
         return time_gpu(fn, input_sets, warmup_ms, rep, sync_each=sync_each)
     return time_cpu(fn, input_sets, warmup_ms, rep)
+
+
+def involuntary_switches() -> int | None:
+    """How many times the calling thread was preempted so far (involuntary
+    context switches, ``getrusage(RUSAGE_THREAD).ru_nivcsw``); None where
+    the system does not count them per thread (not Linux)."""
+    who = getattr(resource, "RUSAGE_THREAD", None)
+    if who is None:
+        return None
+    try:
+        return int(resource.getrusage(who).ru_nivcsw)
+    except (OSError, ValueError):
+        return None
+
+
+@dataclasses.dataclass(frozen=True)
+class Interleaved:
+    """What :func:`measure_interleaved` measured, one entry per callable, in
+    the order the callables were given.
+
+    ``results``: each callable's :class:`TimingResult` (ms per call; None
+    when it raised, ``errors`` then says why: ``"Type: message"``);
+    ``preempted``: how many of its timed calls ran while the timing thread
+    was preempted by another thread or process (left out of ``results``);
+    ``kept_preempted``: True where so few calls ran undisturbed that the
+    result had to use every call (it then overstates the quiet-host time);
+    ``rounds``: timed rounds run; ``warmup_rounds``: warm-up rounds run;
+    ``preemption_counted``: whether preemption could be detected (Linux) at
+    all."""
+
+    results: tuple[TimingResult | None, ...]
+    errors: tuple[str | None, ...]
+    preempted: tuple[int, ...]
+    kept_preempted: tuple[bool, ...]
+    rounds: int
+    warmup_rounds: int
+    preemption_counted: bool
+
+
+DEFAULT_WARMUP_CALLS = 5  # as ../shared/tools/sidebyside.py
+MAX_ROUNDS_FACTOR = 4  # at most this many times ``rep`` rounds, re-running preempted calls
+MAX_TIMED_ROUNDS = 5000  # the most rounds ``min_s`` asks for (tiny calls)
+DEFAULT_MAX_EXTRA_S = 10.0  # the extra rounds hold the GPU lock: other runs' verifications wait
+
+
+def measure_interleaved(
+    fns: Sequence[Callable[[list[torch.Tensor]], Any]],
+    input_sets: Sequence[Sequence[torch.Tensor]],
+    clock: Clock,
+    *,
+    warmup_calls: int = DEFAULT_WARMUP_CALLS,
+    warmup_ms: float = DEFAULT_WARMUP_MS,
+    rep: int = DEFAULT_REP,
+    max_rounds: int | None = None,
+    max_extra_s: float = DEFAULT_MAX_EXTRA_S,
+    min_s: float = 0.0,
+    preemptions: Callable[[], int | None] = involuntary_switches,
+) -> Interleaved:
+    """Time several callables in alternation: round after round, each
+    callable once, the order rotated by one every round (with two, A B then
+    B A), so that whatever changes on the host or the GPU over time lands
+    on all of them alike.
+
+    Every call, warm-up and timed, is made as ../shared/tools/sidebyside.py
+    makes it: ``clock.flush()`` (the L2 flush) first, then the call between
+    two ``clock.mark()`` s (on a clock with ``unrecorded``, CUDA events, both
+    made before the call), then a wait until it finished (``clock.wait_for``
+    when the clock has it, then ``clock.sync()``), so each call starts on an
+    idle GPU and its time includes the host's launches as a user's call
+    does.  Round ``r`` gives every callable ``input_sets[r % len]``.
+
+    Warm-up: at least ``warmup_calls`` rounds and at least ``warmup_ms`` of
+    wall time (at most 1000 rounds).  Then at least ``rep`` timed rounds,
+    and more until the timed rounds took ``min_s`` seconds (at most
+    ``MAX_TIMED_ROUNDS`` rounds): a median over a longer window follows the
+    host's usual state rather than one moment's (a virtual machine's CPUs
+    can run a launch-bound call at half speed for a fraction of a second).  A
+    call during which the timing thread was preempted (``preemptions()``, the
+    thread's involuntary context switches, rose) was stretched by whatever
+    took the CPU from it: on a busy host that is many of an eager model's
+    launch-bound calls and almost none of a CUDA graph's one launch.  Such calls are left out, and rounds go on until every callable
+    has ``rep`` undisturbed calls, or ``max_rounds`` (default
+    ``MAX_ROUNDS_FACTOR * rep``) rounds ran, or the rounds beyond ``rep``
+    took ``max_extra_s`` seconds.  A callable left with fewer than
+    ``min(rep, max(5, rep // 4))`` undisturbed calls is summarized over all
+    of its calls (``kept_preempted``).  ``preemptions`` returning None
+    (not counted here) keeps every call.
+
+    A callable that raises is dropped from the rounds from then on, its error
+    recorded (the others go on).  Returns :class:`Interleaved` (times in ms).
+    Raises ``ValueError`` for no callables, no input sets or ``rep < 1``.
+    """
+    if not fns:
+        raise ValueError("interleaved timing needs at least one callable")
+    if not input_sets:
+        raise ValueError("timing needs at least one input set")
+    if rep < 1:
+        raise ValueError(f"rep must be at least 1, got {rep}")
+    max_rounds = max(rep, MAX_ROUNDS_FACTOR * rep if max_rounds is None else max_rounds)
+    sets = [list(s) for s in input_sets]
+    count = len(fns)
+    alive = [True] * count
+    errors: list[str | None] = [None] * count
+    samples: list[list[tuple[float, bool]]] = [[] for _ in range(count)]  # (ms, disturbed) per timed call
+    clean = [0] * count
+    wait_for = getattr(clock, "wait_for", None)
+    unrecorded = getattr(clock, "unrecorded", None)
+
+    def call(k: int, inputs: list, timed: bool) -> None:
+        try:
+            if unrecorded is not None:  # both events made first: making one is not timed
+                pair = (unrecorded(), unrecorded())
+                mark_start, mark_end = (lambda: clock.mark(pair[0])), (lambda: clock.mark(pair[1]))
+            else:
+                mark_start = mark_end = clock.mark
+            clock.flush()
+            before = preemptions() if timed else None
+            start = mark_start()
+            fns[k](inputs)
+            end = mark_end()
+            after = preemptions() if timed else None
+            if wait_for is not None:
+                wait_for(end)
+            clock.sync()
+            elapsed = clock.elapsed_ms(start, end) if timed else 0.0  # read now: no events pile up
+        except Exception as exc:  # noqa: BLE001 - one callable's failure is its result
+            errors[k] = f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+            alive[k] = False
+            return
+        if timed:
+            disturbed = before is not None and after is not None and after > before
+            samples[k].append((elapsed, disturbed))
+            clean[k] += not disturbed
+
+    def round_(r: int, timed: bool) -> None:
+        live = [k for k in range(count) if alive[k]]
+        shift = r % max(1, len(live))
+        for k in live[shift:] + live[:shift]:
+            if alive[k]:
+                call(k, sets[r % len(sets)], timed)
+
+    warmup_rounds = 0
+    started = time.perf_counter()
+    while any(alive) and warmup_rounds < _MAX_WARMUP_CALLS and (
+            warmup_rounds < warmup_calls or (time.perf_counter() - started) * 1e3 < warmup_ms):
+        round_(warmup_rounds, False)
+        warmup_rounds += 1
+    rounds = 0
+    extra_since = None
+    timed_from = time.perf_counter()
+    while any(alive):
+        round_(warmup_rounds + rounds, True)  # the rotation and the input sets go on from the warm-up
+        rounds += 1
+        if rounds < rep or (rounds < MAX_TIMED_ROUNDS and time.perf_counter() - timed_from < min_s):
+            continue
+        if all(clean[k] >= rep for k in range(count) if alive[k]) or rounds >= max_rounds:
+            break
+        extra_since = time.perf_counter() if extra_since is None else extra_since  # the extra rounds' clock starts after round ``rep``
+        if time.perf_counter() - extra_since >= max_extra_s:
+            break
+    clock.sync()
+    enough = min(rep, max(5, rep // 4))
+    results: list[TimingResult | None] = []
+    kept: list[bool] = []
+    for k in range(count):
+        times = samples[k]
+        undisturbed = [t for t, disturbed in times if not disturbed]
+        use_all = len(undisturbed) < enough
+        used = [t for t, _ in times] if use_all else undisturbed
+        results.append(summarize(used, clock.method) if used and errors[k] is None else None)
+        kept.append(use_all and len(undisturbed) < len(times))
+    counted = preemptions() is not None
+    return Interleaved(
+        results=tuple(results), errors=tuple(errors), preempted=tuple(sum(d for _, d in m) for m in samples),
+        kept_preempted=tuple(kept), rounds=rounds, warmup_rounds=warmup_rounds, preemption_counted=counted,
+    )
+
+
+def time_interleaved(
+    fns: Sequence[Callable[[list[torch.Tensor]], Any]],
+    input_sets: Sequence[Sequence[torch.Tensor]],
+    *,
+    warmup_calls: int = DEFAULT_WARMUP_CALLS,
+    warmup_ms: float = DEFAULT_WARMUP_MS,
+    rep: int = DEFAULT_REP,
+    max_rounds: int | None = None,
+    max_extra_s: float = DEFAULT_MAX_EXTRA_S,
+    min_s: float = 0.0,
+    flush_l2: bool = True,
+) -> Interleaved:
+    """:func:`measure_interleaved` on the GPU when any input is a CUDA tensor
+    (CUDA events, L2 flushed by zeroing a 256 MB buffer, the GPU lock held
+    exclusively for the whole of it: one hold, every callable's rounds
+    inside it), else on the host clock (``perf_counter``, no flush, no lock).
+    Medians in ms.  Raises ``ValueError`` as :func:`measure_interleaved`."""
+    cuda = any(isinstance(x, torch.Tensor) and x.is_cuda for s in input_sets for x in s)
+    if not cuda:
+        return measure_interleaved(fns, input_sets, PerfCounterClock(), warmup_calls=warmup_calls, warmup_ms=warmup_ms, rep=rep,
+                                   max_rounds=max_rounds, max_extra_s=max_extra_s, min_s=min_s)
+    device = _device_of(input_sets)
+    with torch.cuda.device(device), gpu_lock.exclusive(device):
+        clock = CudaEventClock(device, L2_FLUSH_BYTES if flush_l2 else 0)
+        return measure_interleaved(fns, input_sets, clock, warmup_calls=warmup_calls, warmup_ms=warmup_ms, rep=rep,
+                                   max_rounds=max_rounds, max_extra_s=max_extra_s, min_s=min_s)
 
 
 def _device_of(input_sets: Sequence[Sequence[torch.Tensor]]) -> torch.device:
