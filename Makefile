@@ -87,11 +87,17 @@ bench-search: $(STAMP)
 	TRITON_INTERPRET=1 $(PY) bench/search_models.py $(BENCH_ARGS)
 
 # On a GPU machine: every reference model and the bench's own (bench/models)
-# at file sizes, bf16 and fp32: the optimizer per model in its own process,
-# then one timing process per dtype: roofline floor, eager, torch.compile
-# default and reduce-overhead, LEGO's ModelNew, peak memory, search time;
-# JSON under bench/results/.  BENCH_ARGS passes options, e.g.
-# BENCH_ARGS="--gpus 0,1 --dtypes bf16 --models gpt_stack,lstm2 --skip-search".
+# at file sizes, bf16 and fp32 (--sets reference,bench,breadth adds
+# bench/models/breadth): the optimizer per model in its own process (--jobs N:
+# N at once), then, the searches over, one timing process per dtype: roofline
+# floor, eager, torch.compile default and reduce-overhead, LEGO's ModelNew,
+# peak memory, search time, and from each report.json the signatures
+# won/attempted/distinct, mutations, agent calls, time to first plan,
+# optimizer wall and the run's reported speedup; --sidebyside then times every
+# output folder again with ../shared/tools/sidebyside.py and prints it beside
+# the reported and the bench's speedups.  JSON under bench/results/.
+# BENCH_ARGS passes options, e.g. BENCH_ARGS="--gpus 0,1 --dtypes bf16
+# --models gpt_stack,lstm2 --skip-search" or "--jobs 4 --sidebyside".
 bench-gpu: $(STAMP)
 	$(PY) bench/gpu_models.py $(BENCH_ARGS)
 

@@ -5,19 +5,25 @@ Usage:
     python bench/gpu_models.py --dtypes bf16 --models gpt_stack,resnet18_style
     python bench/gpu_models.py --gpus 0,1                        # models split over two GPUs
     python bench/gpu_models.py --skip-search                     # re-time existing output folders
+    python bench/gpu_models.py --sets reference,bench,breadth --jobs 4 --sidebyside
     python bench/gpu_models.py --device cpu --tiny --rep 3       # the same flow on a CPU, tiny sizes
 
-Models: the reference models (../shared/models or $LEGO_MODELS_DIR) and the
-bench's own (bench/models), at their file sizes (``--tiny``: the sizes in each
-folder's tiny.json).  For each dtype and model:
+Models (``--sets``, default ``reference,bench``): ``reference``, the reference
+models (../shared/models or $LEGO_MODELS_DIR); ``bench``, the bench's own
+(bench/models); ``breadth``, bench/models/breadth (as bench/breadth_models.py
+reads it); at their file sizes (``--tiny``: the sizes in each folder's
+tiny.json).  For each dtype and model:
 
 1. **search**: ``python -m lego_core optimize MODEL --dtype D --device cuda
    --out OUT/MODEL-D-cuda --no-compile`` in its own process, with a
-   per-model ``--timeout``; its wall time is ``search_s``.  The folder is
+   per-model ``--timeout``; its wall time is ``search_s``.  ``--jobs N``
+   runs up to N of them at once (on one GPU: each timing inside a search
+   holds it alone, lego_core.runtime.gpu_lock).  The folder is
    reused: ``--skip-search`` keeps existing folders and times them again.
-2. **timing**: ONE process per dtype (per GPU) measures each model in turn:
-   the roofline floor (``lego_core.cost.roofline``), the peak GPU memory of one
-   eager forward, then side by side (``lego_core.judge.end_to_end.benchmark``): eager,
+2. **timing**: once the dtype's searches are over, ONE process per dtype
+   (per GPU) measures each model in turn: the roofline floor
+   (``lego_core.cost.roofline``), the peak GPU memory of one eager
+   forward, then side by side (``lego_core.judge.end_to_end.benchmark``): eager,
    torch.compile ``default`` and ``reduce-overhead``, and LEGO's ModelNew
    loaded from the output folder as a user loads it, on the same inputs
    (seed 1, as ../shared/tools/sidebyside.py draws them), CUDA events, L2
@@ -26,20 +32,37 @@ folder's tiny.json).  For each dtype and model:
 ``verified``: the optimizer's end-to-end check passed (report.json) and
 LEGO's norm-relative error against eager here is within ``--tol`` (default
 per dtype: fp32 1e-4, bf16 5e-2, fp16 1e-2).  A model that fails at any step
-is a row with an ``error``; the bench goes on.  Prints one table per dtype
-with a geomean row for the reference models and one for the bench's own, and
-writes ``bench/results/<date>-<gpu>-<dtype>.json``: ``gpu``, ``torch``,
-``triton``, ``date``, ``dtype``, ``rows`` (keys in ``ROW_KEYS`` and more).
+is a row with an ``error``; the bench goes on.
+
+Search columns, from each folder's report.json (bench/bench_columns.py; ``-``
+where the report lacks the key): ``rep/e`` the speedup over eager the run
+itself reported, ``won/att/sig`` distinct signatures won by Triton /
+attempted by an agent / distinct, ``mut a/t`` mutations accepted / tried,
+``calls`` agent calls, ``plan s`` time to the first plan, ``opt s`` the
+optimizer's own wall time (``srch s``: its process, as the bench saw it).
+
+3. **sidebyside** (``--sidebyside``): every folder timed again by the
+   independent ../shared/tools/sidebyside.py ($LEGO_SIDEBYSIDE), one process
+   per dtype after the bench's timing (bench/sidebyside_pass.py); a second
+   table sets its numbers beside the run's reported speedup and the bench's.
+
+Prints one table per dtype with a geomean row (and a search line) per group,
+and writes ``bench/results/<date>-<gpu>-<dtype>.json``: ``gpu``, ``torch``,
+``triton``, ``date``, ``dtype``, ``rows`` (keys in ``ROW_KEYS`` and
+``bench_columns.REPORT_KEYS`` and more), ``summary`` per group, and with
+``--sidebyside`` ``sidebyside`` (its rows) and ``sidebyside_summary``.
 """
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import dataclasses
 import datetime
 import json
 import math
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -51,10 +74,13 @@ ROOT = Path(__file__).resolve().parents[1]
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(BENCH))
+sys.modules.setdefault("gpu_models", sys.modules[__name__])  # run as a script: the bench modules importing gpu_models get this one
 
-from reference_models import MODELS_DIR  # noqa: E402  (bench/ is the script's folder)
+import bench_columns  # noqa: E402  (bench/ is the script's folder)
+from reference_models import MODELS_DIR  # noqa: E402
 
 BENCH_MODELS_DIR = BENCH / "models"
+BREADTH_DIR = BENCH_MODELS_DIR / "breadth"
 RESULTS_DIR = BENCH / "results"
 ROW_KEYS = (
     "model", "floor_ms", "eager_ms", "compile_default_ms", "compile_reduce_overhead_ms", "lego_ms",
@@ -64,13 +90,15 @@ MIN_SEARCH_S = 30.0  # a search is not started with less time than this left
 SEARCH_GRACE_S = 120.0  # past the optimizer's own --timeout, before its process group is killed
 DEADLINE_GRACE_S = 30.0  # past --budget, before the timing process is killed (the model in hand becomes an error row)
 DEFAULT_TOL = {"fp32": 1e-4, "bf16": 5e-2, "fp16": 1e-2}
-GROUPS = ("reference", "bench")
+GROUPS = ("reference", "bench", "breadth")  # the sets, in table order
+DEFAULT_SETS = ("reference", "bench")
 
 
 @dataclasses.dataclass(frozen=True)
 class Entry:
     """One model to bench: ``name`` (file stem), ``path``, ``group``
-    (``reference`` or ``bench``) and the constant ``overrides`` to apply."""
+    (its set: ``reference``, ``bench`` or ``breadth``) and the constant
+    ``overrides`` to apply."""
 
     name: str
     path: str
@@ -83,27 +111,40 @@ def _tiny(folder: Path) -> dict:
     return json.loads(path.read_text()) if path.is_file() else {}
 
 
-def select_models(selected: list[str] | None, tiny: bool, reference_dir: Path = MODELS_DIR, bench_dir: Path = BENCH_MODELS_DIR) -> list[Entry]:
-    """The reference models then the bench's own, sorted by name in each
-    group; ``selected`` names stems (with or without ``.py``) from either.
-    SystemExit naming both folders for an unknown name, and naming the
-    folder when one holds no model (a reference folder that did not travel
-    to a GPU machine once made a whole bench run time only the bench's own)."""
+def select_models(selected: list[str] | None, tiny: bool, reference_dir: Path = MODELS_DIR, bench_dir: Path = BENCH_MODELS_DIR,
+                  sets: tuple[str, ...] | list[str] = DEFAULT_SETS, breadth_dir: Path = BREADTH_DIR) -> list[Entry]:
+    """The models of ``sets`` (of ``GROUPS``), set by set in ``GROUPS``
+    order, sorted by name in each; ``selected`` names stems (with or
+    without ``.py``) from any of them.  SystemExit naming the folders for an
+    unknown name or a name in two sets (their output folders would be one),
+    and naming the folder when one holds no model (a reference folder that
+    did not travel to a GPU machine once made a whole bench run time only
+    the bench's own)."""
+    folders = {"reference": Path(reference_dir), "bench": Path(bench_dir), "breadth": Path(breadth_dir)}
+    unknown_sets = [s for s in sets if s not in folders]
+    if unknown_sets:
+        raise SystemExit(f"unknown set {', '.join(unknown_sets)}: use {', '.join(GROUPS)}")
     entries = []
-    for group, folder in (("reference", reference_dir), ("bench", bench_dir)):
-        if not any(Path(folder).glob("*.py")):  # a missing folder must not shrink the table silently
+    for group in (g for g in GROUPS if g in sets):
+        folder = folders[group]
+        if not any(folder.glob("*.py")):  # a missing folder must not shrink the table silently
             raise SystemExit(f"no {group} models in {folder}: set LEGO_MODELS_DIR to the folder of the reference models "
                              f"(../shared/models beside the checkout; on a lent GPU machine carry a copy, bench/gpu_session.sh)")
         table = _tiny(folder) if tiny else {}
         for path in sorted(folder.glob("*.py")):
             entries.append(Entry(path.stem, str(path), group, dict(table.get(path.name, {}))))
+    names = [e.name for e in entries]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise SystemExit(f"model {', '.join(twice)} in two of the sets {', '.join(sets)}: bench them in separate runs (--sets)")
     if not selected:
         return entries
     wanted = [Path(s).name.removesuffix(".py") for s in selected]
-    known = {e.name for e in entries}
+    known = set(names)
     unknown = [w for w in wanted if w not in known]
     if unknown:
-        raise SystemExit(f"no model {', '.join(unknown)} in {reference_dir} or {bench_dir} (there: {', '.join(sorted(known))})")
+        where = " or ".join(str(folders[g]) for g in GROUPS if g in sets)
+        raise SystemExit(f"no model {', '.join(unknown)} in {where} (there: {', '.join(sorted(known))}; --sets picks the folders)")
     return [e for e in entries if e.name in wanted]
 
 
@@ -199,8 +240,9 @@ def time_entry(entry: Entry, dtype: str, device: str, out_root: Path, rep: int, 
     e2e = (report or {}).get("end_to_end") or {}
     row["e2e_passed"] = e2e.get("passed")
     row["launch"] = _launch_mode(report)
+    row.update(bench_columns.report_fields(report))
     if report:
-        row["triton"], row["library"] = report["summary"].get("triton"), report["summary"].get("library")
+        row["triton"], row["library"] = (report.get("summary") or {}).get("triton"), (report.get("summary") or {}).get("library")
     problem = None
     try:
         problem = load_problem(ProblemSpec(entry.path, entry.overrides, dtype, device))
@@ -321,7 +363,7 @@ def time_in_child(entries: list[Entry], dtype: str, device: str, args, tol: floa
             rows_file = Path(tmp) / "rows.json"
             cmd = [sys.executable, str(Path(__file__).resolve()), "--timing-worker", str(rows_file), "--dtypes", dtype, "--device", device,
                    "--models", ",".join(e.name for e in remaining), "--out-dir", str(args.out_dir), "--rep", str(args.rep),
-                   "--modes", ",".join(args.modes), "--tol", str(tol)] + (["--tiny"] if args.tiny else [])  # fmt: skip
+                   "--modes", ",".join(args.modes), "--tol", str(tol), "--sets", ",".join(args.sets)] + (["--tiny"] if args.tiny else [])  # fmt: skip
             cmd += ["--deadline", str(args.deadline)] if args.deadline else []
             limit = args.timing_timeout * len(remaining)
             left = _left(args.deadline)
@@ -341,43 +383,73 @@ def time_in_child(entries: list[Entry], dtype: str, device: str, args, tol: floa
     return meta, [rows[e.name] for e in entries]
 
 
+def untimed_row(entry: Entry, dtype: str, out_root: Path, device: str) -> dict:
+    """The row of a searched model that the bench does not time itself
+    (``--no-bench-timing``): its search info and its report.json's columns;
+    ``verified`` is the run's own end-to-end check."""
+    row = _failed_row(entry, dtype, None, out_root, device)
+    report = _read_report(out_folder(out_root, entry, dtype, device)) or {}
+    row["verified"] = bool((report.get("end_to_end") or {}).get("passed"))
+    if not (out_folder(out_root, entry, dtype, device) / "optimized_model.py").is_file():
+        row["error"] = "no output folder"
+    return row
+
+
 def _failed_row(entry: Entry, dtype: str, error: str, out_root: Path, device: str) -> dict:
+    """The row of a model that was not timed: its search info and whatever its report.json says."""
     row = {k: None for k in ROW_KEYS}
     search = stored_search(entry, dtype, device, out_root)
-    row.update(model=entry.name, group=entry.group, dtype=dtype, verified=False, search_s=search.get("search_s"), error=error)
+    folder = out_folder(out_root, entry, dtype, device)
+    row.update(bench_columns.report_fields(_read_report(folder)))
+    row.update(model=entry.name, group=entry.group, dtype=dtype, verified=False, search_s=search.get("search_s"), error=error, out_dir=str(folder))
     return row
 
 
 # ---------------------------------------------------------------- one worker: its share of the models, all dtypes
 
 
+def search_all(entries: list[Entry], dtype: str, args) -> dict[str, str]:
+    """Search every entry of one dtype (unless ``--skip-search`` finds its
+    folder), ``args.jobs`` optimizer processes at a time (threads only wait
+    on them; entries start in order); returns ``{model: why}`` for those not
+    searched.  A search not started by the ``--search-budget`` deadline is
+    skipped, and each one's timeout is cut to what is left when it starts."""
+
+    def one(entry: Entry) -> str | None:
+        left = _left(args.search_deadline)
+        if left is not None and left < MIN_SEARCH_S:
+            return "not searched: --search-budget spent"
+        cut = left is not None and left < args.timeout
+        timeout = left if cut else args.timeout
+        info = run_search(entry, dtype, args.device, args.out_dir, timeout, args.search_arg, DEADLINE_GRACE_S if cut else SEARCH_GRACE_S,
+                          compile_too=args.no_bench_timing)  # the run then times torch.compile itself, as by default
+        status = "ok" if info.get("search_rc") == 0 else info.get("search_error", "")
+        print(f"[{time.strftime('%H:%M:%S')}] searched {entry.name} {dtype}: {status} ({info.get('search_s', 0):.0f} s)", flush=True)
+        return None
+
+    todo = [e for e in entries if not (args.skip_search and (out_folder(args.out_dir, e, dtype, args.device) / "optimized_model.py").is_file())]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, getattr(args, "jobs", 1))) as pool:
+        reasons = list(pool.map(one, todo))
+    return {e.name: why for e, why in zip(todo, reasons) if why}
+
+
 def run_worker(entries: list[Entry], args, on_dtype=None) -> dict:
-    """Search (unless ``--skip-search``) then time every entry, per dtype;
-    returns ``{dtype: {"meta": ..., "rows": [...]}}`` and hands each dtype's
-    part to ``on_dtype(dtype, part)`` as soon as it is done.  Searches stop
-    starting once the ``--search-budget`` deadline has passed (those models
-    become error rows) and each one's timeout is cut to what is left."""
+    """Search (unless ``--skip-search``; :func:`search_all`, ``--jobs`` at
+    once) then, once all searches of the dtype are over, time every entry in
+    one process, per dtype; returns ``{dtype: {"meta": ..., "rows": [...]}}``
+    and hands each dtype's part to ``on_dtype(dtype, part)`` as soon as it is
+    done.  Models not searched for ``--search-budget`` become error rows."""
     results = {}
     for dtype in args.dtypes:
         tol = args.tol if args.tol is not None else DEFAULT_TOL[dtype]
-        unsearched: dict[str, str] = {}
-        for entry in entries:
-            folder = out_folder(args.out_dir, entry, dtype, args.device)
-            if args.skip_search and (folder / "optimized_model.py").is_file():
-                continue
-            left = _left(args.search_deadline)
-            if left is not None and left < MIN_SEARCH_S:
-                unsearched[entry.name] = "not searched: --search-budget spent"
-                continue
-            cut = left is not None and left < args.timeout
-            timeout = left if cut else args.timeout
-            info = run_search(entry, dtype, args.device, args.out_dir, timeout, args.search_arg, DEADLINE_GRACE_S if cut else SEARCH_GRACE_S)
-            status = "ok" if info.get("search_rc") == 0 else info.get("search_error", "")
-            print(f"[{time.strftime('%H:%M:%S')}] searched {entry.name} {dtype}: {status} ({info['search_s']:.0f} s)", flush=True)
+        unsearched = search_all(entries, dtype, args)
         if args.search_only:
             continue
         to_time = [e for e in entries if e.name not in unsearched]
-        meta, rows = time_in_child(to_time, dtype, args.device, args, tol) if to_time else ({}, [])
+        if args.no_bench_timing:  # the rows from the reports alone; --sidebyside times the folders
+            meta, rows = machine_info(args.device), [untimed_row(e, dtype, args.out_dir, args.device) for e in to_time]
+        else:
+            meta, rows = time_in_child(to_time, dtype, args.device, args, tol) if to_time else ({}, [])
         by_name = {r["model"]: r for r in rows}
         for entry in entries:
             if entry.name in unsearched:
@@ -397,7 +469,8 @@ def run_on_gpus(entries: list[Entry], args, gpus: list[str]) -> dict:
     """One worker process per entry of ``gpus`` (``CUDA_VISIBLE_DEVICES``),
     each with its share of the models (dealt in turn); rows merged back into
     ``entries`` order.  A GPU named more than once (``--gpus 0,0,0``) runs
-    that many searches at once on it (each timing of a search holds the GPU
+    that many searches at once on it, and so does ``--jobs``, which each
+    worker gets (each timing of a search holds the GPU
     alone: ``lego_core.runtime.gpu_lock``; the reported timings below never share it).  Two phases: the searches run on all GPUs at once; then the
     timing workers run one after another, so no timed call shares the host
     CPU with another GPU's search or torch.compile (eager and torch.compile
@@ -442,9 +515,11 @@ def run_on_gpus(entries: list[Entry], args, gpus: list[str]) -> dict:
 def _forwarded_args(args) -> list[str]:
     out = ["--dtypes", ",".join(args.dtypes), "--device", args.device, "--out-dir", str(args.out_dir), "--rep", str(args.rep),
            "--modes", ",".join(args.modes), "--timeout", str(args.timeout), "--timing-timeout", str(args.timing_timeout)]  # fmt: skip
+    out += ["--sets", ",".join(args.sets), "--jobs", str(args.jobs)]
     out += ["--tiny"] if args.tiny else []
     out += ["--skip-search"] if args.skip_search else []
     out += ["--search-only"] if args.search_only else []
+    out += ["--no-bench-timing"] if args.no_bench_timing else []
     out += ["--tol", str(args.tol)] if args.tol is not None else []
     out += [f"--search-arg={a}" for a in args.search_arg]
     out += ["--deadline", str(args.deadline)] if args.deadline else []
@@ -462,9 +537,10 @@ def geomean(values: list[float | None]) -> float | None:
 
 
 def summary(rows: list[dict]) -> dict:
-    """Per group (``reference``, ``bench``): geomeans of LEGO/eager, LEGO/best
-    compile and percent of floor, the worst LEGO/eager, and how many rows
-    verified."""
+    """Per group (``reference``, ``bench``, ``breadth``): geomeans of
+    LEGO/eager, LEGO/best compile, percent of floor and the runs' reported
+    LEGO/eager, the worst LEGO/eager, how many rows verified, and the search
+    counts of ``bench_columns.group_stats``."""
     out = {}
     for group in GROUPS:
         part = [r for r in rows if r.get("group") == group]
@@ -477,27 +553,47 @@ def summary(rows: list[dict]) -> dict:
             "geomean_lego_vs_eager": geomean(vs_eager),
             "geomean_lego_vs_best_compile": geomean([r.get("lego_vs_best_compile") for r in part]),
             "geomean_pct_of_floor": geomean([r.get("pct_of_floor") for r in part]),
+            "geomean_reported_vs_eager": geomean([r.get("reported_vs_eager") for r in part]),
             "min_lego_vs_eager": min((v for v in vs_eager if v is not None), default=None),
+            **bench_columns.group_stats(part),
         }
     return out
 
 
+# title, width, row key (a tuple: its values joined by "/"), format ("~": "-" when absent, the report's columns)
 COLUMNS = (
-    ("model", 22, "model", "s"), ("floor", 8, "floor_ms", ".3f"), ("eager", 8, "eager_ms", ".3f"),
+    ("model", 22, "model", "s"), ("floor", 7, "floor_ms", ".3f"), ("eager", 8, "eager_ms", ".3f"),
     ("c-dflt", 8, "compile_default_ms", ".3f"), ("c-r-o", 8, "compile_reduce_overhead_ms", ".3f"), ("LEGO", 8, "lego_ms", ".3f"),
     ("L/eager", 7, "lego_vs_eager", ".2f"), ("L/best", 6, "lego_vs_best_compile", ".2f"), ("%floor", 6, "pct_of_floor", ".1f"),
-    ("eagerMB", 8, "eager_peak_mb", ".0f"), ("searchMB", 8, "search_peak_mb", ".0f"), ("search s", 8, "search_s", ".0f"),
+    ("rep/e", 6, "reported_vs_eager", "~.2f"), ("eagMB", 6, "eager_peak_mb", ".0f"), ("srchMB", 6, "search_peak_mb", ".0f"),
+    ("won/att/sig", 11, ("signatures_won", "signatures_attempted", "signatures_distinct"), "~d"),
+    ("mut a/t", 7, ("mutations_accepted", "mutations_tried"), "~d"), ("calls", 5, "agent_calls", "~d"),
+    ("plan s", 6, "time_to_first_plan_s", "~.1f"), ("opt s", 6, "optimizer_wall_s", "~.0f"), ("srch s", 6, "search_s", ".0f"),
     ("ok", 3, "verified", "b"),
 )  # fmt: skip
 
 
+def _row_cell(row: dict, key, fmt: str) -> str:
+    """One table cell of ``row``: ``key`` a row key, or a tuple of keys whose cells are joined by ``/``."""
+    if isinstance(key, tuple):
+        parts = [_cell(row.get(k), fmt) for k in key]
+        return "-" if all(p == "-" for p in parts) else "/".join(parts)
+    return _cell(row.get(key), fmt)
+
+
 def _cell(value, fmt: str) -> str:
+    if fmt.startswith("~"):  # a report column: "-" when the report lacks it; 0.02 s to the first plan is "0.0"
+        if value is None:
+            return "-"
+        return _cell(value, "d") if fmt == "~d" else format(value, fmt[1:])
     if fmt == "b":
         return "yes" if value else "NO"
     if value is None:
         return "n/a"
     if fmt == "s":
         return value
+    if fmt == "d":
+        return str(int(round(value))) if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)
     if fmt.endswith("f") and isinstance(value, float) and 0 < abs(value) < 0.5 * 10 ** -int(fmt[1:-1] or 0):
         return format(value, ".1e")  # a ratio or time too small for the fixed format: say how small
     return format(value, fmt)
@@ -509,16 +605,16 @@ def _ratio(value) -> str:
 
 
 def format_table(rows: list[dict], dtype: str, meta: dict) -> str:
-    """The printed table of one dtype: one line per model (times in ms, peaks
-    in MB, search in s), an error line under a failed model, then the geomean
-    rows of each group."""
+    """The printed table of one dtype (at most 160 columns): one line per
+    model (times in ms, peaks in MB, seconds), an error line under a failed
+    model, then per group a geomean line and a line of search counts."""
     lines = [f"LEGO vs eager and torch.compile, {dtype}, {meta.get('gpu', '?')} (torch {meta.get('torch', '?')}, triton {meta.get('triton', '?')}); median ms"]
     head = " ".join(f"{title:>{width}}" if k else f"{title:<{width}}" for k, (title, width, _, _) in enumerate(COLUMNS))
     lines += [head, "-" * len(head)]
     for group in GROUPS:
         part = [r for r in rows if r.get("group") == group]
         for row in part:
-            cells = [_cell(row.get(key), fmt) for _, _, key, fmt in COLUMNS]
+            cells = [_row_cell(row, key, fmt) for _, _, key, fmt in COLUMNS]
             lines.append(" ".join(f"{c:>{w}}" if k else f"{c:<{w}}" for k, (c, (_, w, _, _)) in enumerate(zip(cells, COLUMNS))))
             if row.get("error"):
                 lines.append(f"    error: {row['error'][:300]}")
@@ -526,15 +622,20 @@ def format_table(rows: list[dict], dtype: str, meta: dict) -> str:
         if stats:
             lines.append(
                 f"{'geomean ' + group:<22} L/eager {_ratio(stats['geomean_lego_vs_eager'])}  L/best compile {_ratio(stats['geomean_lego_vs_best_compile'])}  "
-                f"%floor {_cell(stats['geomean_pct_of_floor'], '.1f')}  worst L/eager {_ratio(stats['min_lego_vs_eager'])}  verified {stats['verified']}/{stats['models']}"
+                f"%floor {_cell(stats['geomean_pct_of_floor'], '.1f')}  worst L/eager {_ratio(stats['min_lego_vs_eager'])}  "
+                f"reported L/eager {_ratio(stats['geomean_reported_vs_eager'])}  verified {stats['verified']}/{stats['models']}"
             )
+            lines.append(f"{'':<22} {bench_columns.stats_line(stats)}")
             lines.append("")
+    lines.append("rep/e: the run's own reported LEGO/eager; won/att/sig: distinct signatures won by Triton/attempted/all; "
+                 "mut a/t: mutations accepted/tried")
+    lines.append("calls: agent calls; plan s: time to first plan; opt s: the optimizer's wall time; srch s: its process's")
     return "\n".join(lines).rstrip() + "\n"
 
 
 def result_document(rows: list[dict], dtype: str, meta: dict, device: str, date: str | None = None) -> dict:
     """The JSON written under bench/results: ``gpu``, ``torch``, ``triton``, ``date``, ``dtype``, ``rows``, plus
-    ``device``, ``summary`` (per group) and the measured ``ceilings``."""
+    ``device``, ``sets``, ``jobs``, ``summary`` (per group) and the measured ``ceilings``."""
     return {
         "gpu": meta.get("gpu"),
         "torch": meta.get("torch"),
@@ -542,6 +643,8 @@ def result_document(rows: list[dict], dtype: str, meta: dict, device: str, date:
         "date": date or datetime.date.today().isoformat(),
         "dtype": dtype,
         "device": device,
+        "sets": meta.get("sets"),
+        "jobs": meta.get("jobs"),
         "ceilings": meta.get("ceilings"),
         "summary": summary(rows),
         "rows": rows,
@@ -565,16 +668,27 @@ def write_results(results_dir: Path, doc: dict, table_text: str, bench: str = ""
     return path
 
 
-def sidebyside_command(rows: list[dict], entries: list[Entry], dtype: str) -> str:
-    """The ../shared/tools/sidebyside.py command that re-times the same output
-    folders independently (its numbers should agree with these)."""
+def sidebyside_script() -> Path:
+    """The independent timing tool: $LEGO_SIDEBYSIDE, else ../shared/tools/sidebyside.py beside the checkout."""
+    return Path(os.environ.get("LEGO_SIDEBYSIDE") or ROOT.parent / "shared" / "tools" / "sidebyside.py")
+
+
+def sidebyside_argv(rows: list[dict], entries: list[Entry], dtype: str, python: str = "python3", options: list[str] | tuple = ()) -> list[str]:
+    """The sidebyside.py command line (a list) that re-times the rows' output
+    folders independently: ``python SCRIPT --dtype D OPTIONS MODEL.py=OUTDIR[,k=v...] ...``."""
     paths = {e.name: e for e in entries}
     pairs = []
     for row in rows:
         entry = paths.get(row["model"])
         if entry and row.get("out_dir"):
             pairs.append(f"{entry.path}={row['out_dir']}" + "".join(f",{k}={v}" for k, v in entry.overrides.items()))
-    return f"python3 {ROOT.parent / 'shared' / 'tools' / 'sidebyside.py'} --dtype {dtype} " + " ".join(pairs)
+    return [python, str(sidebyside_script()), "--dtype", dtype, *options, *pairs]
+
+
+def sidebyside_command(rows: list[dict], entries: list[Entry], dtype: str) -> str:
+    """:func:`sidebyside_argv` as one shell line (printed, for a person to run;
+    its numbers should agree with these)."""
+    return shlex.join(sidebyside_argv(rows, entries, dtype))
 
 
 # ---------------------------------------------------------------- command line
@@ -589,7 +703,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--out-dir", type=Path, default=ROOT / "build" / "bench-gpu", help="optimizer output folders, one per model/dtype (reused)")
     parser.add_argument("--results-dir", type=Path, default=None,
                         help=f"where the JSON goes (default {RESULTS_DIR.relative_to(ROOT)} for GPU runs, build/bench-gpu/results for CPU runs)")
+    parser.add_argument("--sets", default=",".join(DEFAULT_SETS),
+                        help=f"comma-separated model sets, of {', '.join(GROUPS)} (reference: ../shared/models, bench: bench/models, breadth: bench/models/breadth)")
     parser.add_argument("--gpus", default=None, help="comma-separated GPU indices; one worker per GPU")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="optimizer runs at once (per GPU; each timing inside a search holds the GPU alone); the bench's timing stays one process, after the searches")
+    parser.add_argument("--no-bench-timing", action="store_true",
+                        help="skip the bench's own timing pass (rows from report.json only); with --sidebyside the independent tool times the folders")
+    parser.add_argument("--sidebyside", action="store_true",
+                        help="after the bench's timing, time every output folder again with ../shared/tools/sidebyside.py ($LEGO_SIDEBYSIDE), one process per dtype")
     parser.add_argument("--skip-search", action="store_true", help="re-time existing output folders; search only where none exists")
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per model search")
     parser.add_argument("--timing-timeout", type=float, default=900.0, help="seconds per model in the timing process")
@@ -609,10 +731,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def parse_args(argv: list[str] | None = None):
     args = build_parser().parse_args(argv)
-    args.dtypes = [d for d in args.dtypes.split(",") if d]
-    bad = [d for d in args.dtypes if d not in DEFAULT_TOL]
-    if bad:
-        raise SystemExit(f"unknown dtype {', '.join(bad)}: use fp32, bf16, fp16")
+    from breadth_models import check_dtypes_and_jobs  # here: breadth_models imports this module
+
+    check_dtypes_and_jobs(args)  # dtypes split and known, --jobs >= 1
+    args.sets = [s for s in args.sets.split(",") if s]
+    bad = [s for s in args.sets if s not in GROUPS]
+    if bad or not args.sets:
+        raise SystemExit(f"unknown set {', '.join(bad) or '(none given)'}: use {', '.join(GROUPS)}")
     args.rep = args.rep or (100 if args.device == "cuda" else 5)
     if args.modes is None:
         args.modes = "default,reduce-overhead" if args.device == "cuda" else ""
@@ -630,7 +755,7 @@ def parse_args(argv: list[str] | None = None):
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    entries = select_models(args.models.split(",") if args.models else None, args.tiny)
+    entries = select_models(args.models.split(",") if args.models else None, args.tiny, sets=args.sets)
     if args.timing_worker:
         timing_worker(entries, args.dtypes[0], args.device, args.out_dir, args.rep, args.modes, args.tol, args.timing_worker, args.deadline)
         return 0
@@ -638,12 +763,24 @@ def main(argv: list[str] | None = None) -> int:
         args.worker.write_text(json.dumps(run_worker(entries, args), default=str))
         return 0
     gpus = [g for g in (args.gpus or "").split(",") if g]
+    if args.sidebyside and not args.search_only and not sidebyside_script().is_file():
+        raise SystemExit(f"--sidebyside: no {sidebyside_script()} (set LEGO_SIDEBYSIDE to sidebyside.py)")
     args.results_dir.mkdir(parents=True, exist_ok=True)
 
     def write(dtype: str, part: dict) -> None:
-        doc = result_document(part["rows"], dtype, part["meta"], args.device)
-        write_results(args.results_dir, doc, format_table(part["rows"], dtype, part["meta"]))
-        if args.device == "cuda":
+        meta = dict(part["meta"], sets=args.sets, jobs=args.jobs)
+        doc = result_document(part["rows"], dtype, meta, args.device)
+        path = write_results(args.results_dir, doc, format_table(part["rows"], dtype, meta))
+        if args.sidebyside:  # the bench's timing of this dtype is over: the GPU is the tool's alone
+            import sidebyside_pass
+
+            sbs = sidebyside_pass.run_pass(part["rows"], entries, dtype, args, env=sidebyside_pass.sidebyside_env(args))
+            doc.update(sidebyside=sbs, sidebyside_summary=sidebyside_pass.summary(sbs))
+            path.write_text(json.dumps(doc, indent=2, default=str) + "\n")
+            print()
+            print(sidebyside_pass.format_table(sbs, dtype, meta), end="")
+            print(f"written: {path} (with the sidebyside rows)", flush=True)
+        elif args.device == "cuda":
             print(f"independent check: {sidebyside_command(part['rows'], entries, dtype)}", flush=True)
 
     if len(gpus) > 1:

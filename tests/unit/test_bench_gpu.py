@@ -60,7 +60,7 @@ def test_skip_search_searches_only_where_no_output_exists(tmp_path, monkeypatch,
     done.mkdir(parents=True)
     (done / "optimized_model.py").write_text("")
     searched, timed = [], []
-    monkeypatch.setattr(gm, "run_search", lambda entry, *a: searched.append(entry.name) or {"search_rc": 0, "search_s": 1.0})
+    monkeypatch.setattr(gm, "run_search", lambda entry, *a, **k: searched.append(entry.name) or {"search_rc": 0, "search_s": 1.0})
     monkeypatch.setattr(gm, "time_in_child", lambda es, dtype, *a: timed.append([e.name for e in es]) or ({}, [{"model": e.name} for e in es]))
     gm.run_worker(entries, args)
     assert searched == ["scores_chain"] and timed == [["mlp_residual", "scores_chain"]]
@@ -69,7 +69,7 @@ def test_skip_search_searches_only_where_no_output_exists(tmp_path, monkeypatch,
 def test_spent_search_budget_makes_error_rows_without_searching(tmp_path, monkeypatch, shared_models):
     args = gm.parse_args(["--device", "cpu", "--tiny", "--dtypes", "fp32", "--search-budget", "0", "--out-dir", str(tmp_path)])
     entries = gm.select_models(["scores_chain"], tiny=True)
-    monkeypatch.setattr(gm, "run_search", lambda *a: pytest.fail("searched past the budget"))
+    monkeypatch.setattr(gm, "run_search", lambda *a, **k: pytest.fail("searched past the budget"))
     monkeypatch.setattr(gm, "time_in_child", lambda *a: pytest.fail("timed an unsearched model"))
     written = []
     result = gm.run_worker(entries, args, on_dtype=lambda dtype, part: written.append(dtype))

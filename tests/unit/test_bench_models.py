@@ -19,6 +19,10 @@ HEAVY = {
     "llama_decoder.py": "aten.mm.default",
     "gpt2_block.py": "aten.addmm.default",
     "long_seq_attention.py": "aten.bmm.default",
+    "resnet101_style.py": "aten.convolution.default",
+    "densenet121_style.py": "aten.cat.default",
+    "efficientnet_b0_style.py": "aten.convolution.default",
+    "transformer12.py": "aten.bmm.default",
 }
 
 
