@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import os
 import shutil
 import tempfile
@@ -88,6 +89,7 @@ def _run_isolated(spec: ProblemSpec, out_dir: str, config: OptimizeConfig, sink:
     staged output is checked (``staged.accept``) and committed here."""
     from lego_core.pipeline_entry import run_pipeline_in_child
 
+    started = time.monotonic()
     clock = _LoadClock(spec, config.load_timeout_s, sink)
     cache = KernelCache(config.cache_dir, enabled=config.cache)  # the writer: only this process writes the cache
     config = dataclasses.replace(config, cache_dir=str(cache.root))  # the child's $HOME is not this one's
@@ -123,8 +125,23 @@ def _run_isolated(spec: ProblemSpec, out_dir: str, config: OptimizeConfig, sink:
     if not isinstance(report, dict):
         raise ChildCrashed("the optimizer process returned something that is not a report.")
     report = staged.accept(stage, report, run_id, spec)  # only what LEGO writes, within limits; report.json checked and rewritten here
+    process_wall_s(report, time.monotonic() - started, stage / "report.json")
     output.finish(stage, Path(out_dir), run_id, report, clock)
     return report
+
+
+def process_wall_s(report: dict, wall_s: float, path: Path) -> None:
+    """Add the optimizer's whole wall time (``wall_s``, s, this process's
+    view: the child's start, the pipeline, the output's check) to ``report``
+    as ``metrics.optimizer_wall_s`` and what the pipeline's own clock did
+    not see as ``phases_s.process`` (``lego_core.phases``); rewrite ``path``."""
+    phases = report.get("phases_s")
+    if isinstance(phases, dict) and isinstance(phases.get("_wall"), (int, float)):
+        phases["process"] = round(max(0.0, wall_s - phases["_wall"]), 3)
+        phases["_wall"] = round(wall_s, 3)
+    if isinstance(report.get("metrics"), dict):
+        report["metrics"]["optimizer_wall_s"] = round(wall_s, 3)
+    path.write_text(json.dumps(report, indent=2))
 
 
 def with_llm_model(config: OptimizeConfig) -> OptimizeConfig:

@@ -21,11 +21,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from lego_core.api import optimize
-from lego_core.config import AGENT_CHOICES, MAX_AGENTS, STRATEGIES, OptimizeConfig
+from lego_core.config import AGENT_CHOICES, DEFAULT_MAX_SEARCH_S, DEFAULT_PATIENCE_S, MAX_AGENTS, STRATEGIES, OptimizeConfig
 from lego_core.errors import OptimizeError
 from lego_core.events import Event
 from lego_core.load.override_checks import check_overrides_in_source
 from lego_core.load.spec import DEVICES, DTYPE_NAMES, ProblemError, ProblemSpec, format_override, parse_overrides, read_source
+from lego_core.report import host_load, phase_breakdown, signature_counts
 from lego_core.runtime.sandbox import ChildCrashed
 
 
@@ -58,8 +59,10 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--cache-dir", type=_folder, default=None, help="kernel cache folder (default $LEGO_CACHE_DIR or ~/.cache/lego/kernels)")
     search.add_argument("--max-agent-calls", type=_positive_int, default=None, metavar="N", help="stop searching after N agent calls")
     search.add_argument("--max-tokens", type=_positive_int, default=None, metavar="N", help="stop searching after N language-model tokens")
-    search.add_argument("--max-search-time", type=seconds_argument, default=None, metavar="S", help="stop searching after S seconds")
-    search.add_argument("--patience", type=seconds_argument, default=None, metavar="S", help="stop searching after S seconds without a better plan")
+    search.add_argument("--max-search-time", type=optional_seconds, default=DEFAULT_MAX_SEARCH_S, metavar="S",
+                        help=f"stop searching after S seconds (default {DEFAULT_MAX_SEARCH_S:g}; 'none': no limit)")
+    search.add_argument("--patience", type=optional_seconds, default=DEFAULT_PATIENCE_S, metavar="S",
+                        help=f"stop searching after S seconds without a better plan, once every signature worth 1%% of the library time was tried (default {DEFAULT_PATIENCE_S:g}; 'none': no limit)")
     return parser
 
 
@@ -97,6 +100,11 @@ def seconds_argument(text: str) -> float:
     return value
 
 
+def optional_seconds(text: str) -> float | None:
+    """argparse type: :func:`seconds_argument`, or ``none`` (no limit: None)."""
+    return None if text.strip().lower() == "none" else seconds_argument(text)
+
+
 class ProgressView:
     """Renders events as a rich progress bar with the current stage."""
 
@@ -131,6 +139,12 @@ def summary_table(report: dict) -> Table:
     table.add_row(f"plan cost ({plan['cost_kind']})", f"{plan['cost_ms']:.4f} ms vs {plan['baseline_ms']:.4f} ms")
     table.add_row(f"speedup ({summary['speedup_kind']})", f"{summary['speedup']:.2f}x")
     timing = report.get("timing")
+    host = host_load(timing)
+    if host:  # a speedup timed on a busy host overstates: say how busy it was, next to it
+        load = f"load {host['load']:.1f}" + (f" on {host['cpus']} CPU{'s' if host['cpus'] != 1 else ''}" if host["cpus"] else "")
+        if host["busy"] is not None:
+            load += f" ({host['busy']:.2f} per CPU)"
+        table.add_row("host while timing", load + (", eager and LEGO interleaved" if host["interleaved"] else ""))
     if timing:
         table.add_row("eager (measured)", f"{timing['eager_ms']:.4f} ms")
         if timing.get("compile_ms"):
@@ -172,8 +186,62 @@ def summary_table(report: dict) -> Table:
     table.add_row("from the kernel cache (no agent call)", cached)
     table.add_row("mutations accepted / tried", f"{metrics.get('mutations_accepted', 0)} / {metrics.get('mutations_tried', 0)}")
     table.add_row("time to first / final plan", f"{metrics.get('time_to_first_plan_s', 0):.1f} s / {metrics.get('time_to_final_plan_s', 0):.1f} s")
+    if "time_to_first_agent_call_s" in metrics or "time_to_first_improved_plan_s" in metrics:
+        table.add_row("time to first agent call / improved plan",
+                      f"{_seconds_or_none(metrics.get('time_to_first_agent_call_s'))} / {_seconds_or_none(metrics.get('time_to_first_improved_plan_s'))}")
     table.add_row("search stopped by", escape(str(metrics.get("stop_reason", ""))))
-    table.add_row("optimizer wall time (capture to report)", f"{metrics['wall_time_s']:.1f} s")
+    whole = metrics.get("optimizer_wall_s")
+    table.add_row("optimizer wall time", (f"{whole:.1f} s (its pipeline {metrics['wall_time_s']:.1f} s)" if isinstance(whole, (int, float))
+                                          else f"{metrics['wall_time_s']:.1f} s (its pipeline)"))
+    _add_signature_rows(table, signature_counts(report))
+    return table
+
+
+def _seconds_or_none(value) -> str:
+    """``12.3 s``; ``none`` for None (it never happened)."""
+    return "none" if value is None else f"{value:.1f} s"
+
+
+def _count(value) -> str:
+    return "-" if value is None else str(value)
+
+
+def _add_signature_rows(table: Table, sig: dict | None) -> None:
+    """Distinct signatures, attempted, won; the ones carrying >= 1% of the
+    library time and which of them no agent attempted (nothing for a report
+    without ``metrics.signatures``)."""
+    if sig is None:
+        return
+    table.add_section()
+    table.add_row("signatures: distinct / attempted / Triton won", f"{_count(sig['distinct'])} / {_count(sig['attempted'])} / {_count(sig['won'])}")
+    table.add_row(">=1% of library time: attempted", f"{_count(sig['above_1pct_attempted'])} of {_count(sig['above_1pct'])}")
+    for item in sig["not_attempted"][:6]:
+        share = "" if item["share"] is None else f" ({item['share'] * 100:.1f}%)"
+        table.add_row(f"  not attempted: {escape(item['label'][:48])}{share}", escape(item["why"][:80]) or "-")
+    if len(sig["not_attempted"]) > 6:
+        table.add_row("  not attempted: ...", f"{len(sig['not_attempted']) - 6} more in report.json")
+
+
+def phases_table(report: dict) -> Table | None:
+    """Where the time went: one row per phase with its seconds and share of
+    the optimizer's wall time; the phases inside the search indented and
+    marked (busy seconds add up over parallel work and can exceed the
+    search's wall).  None for a report without ``phases_s``."""
+    phases = phase_breakdown(report)
+    if phases is None:
+        return None
+    wall = phases["wall_s"]
+    table = Table(title="Where the time went" + ("" if wall is None else f" (wall {wall:.1f} s)"))
+    table.add_column("phase")
+    table.add_column("seconds", justify="right")
+    table.add_column("of wall", justify="right")
+    for row in phases["rows"]:
+        share = row["share_of_wall"]
+        if row["inside_search"]:
+            label = f"  {escape(row['label'])} ({'busy, ' if row['busy'] else ''}in search)"
+        else:
+            label = escape(row["label"])
+        table.add_row(label, f"{row['seconds']:.1f}", "" if share is None else f"{share * 100:.0f}%")
     return table
 
 
@@ -253,6 +321,9 @@ def run_optimize(args: argparse.Namespace, console: Console) -> int:
     if report["summary"]["triton"]:
         console.print(triton_table(report))
     console.print(summary_table(report))
+    phases = phases_table(report)
+    if phases is not None:
+        console.print(phases)
     console.print(f"output: {escape(str(out.resolve()))} ({', '.join(written_names(out))})")
     console.print(f"done in {time.monotonic() - started:.1f} s (the optimizer's {report['metrics']['wall_time_s']:.1f} s, "
                   "plus starting its process and checking and committing the output)")

@@ -63,6 +63,16 @@ class SandboxLimits:
         return dataclasses.asdict(self)
 MAX_AGENTS = 64  # agents working on one run at once
 
+# The product's default search budget (the command line and the web app use
+# it; OptimizeConfig itself has none, so a library caller decides): the
+# search stops after DEFAULT_MAX_SEARCH_S seconds, or earlier once no better
+# plan came for DEFAULT_PATIENCE_S seconds after every signature worth 1% of
+# the model's library time had its attempt (search.pricing).  Sized so that
+# a whole run, every phase included, stays under 120 s for a reference
+# model and 300 s for a 200-sub-problem CNN on an H200 (issue 26).
+DEFAULT_MAX_SEARCH_S = 120.0
+DEFAULT_PATIENCE_S = 20.0
+
 
 @dataclasses.dataclass(frozen=True)
 class OptimizeConfig:
@@ -100,14 +110,17 @@ class OptimizeConfig:
     search) or ``monolithic`` (one agent handed the whole model as one
     sub-problem, the same budget; a baseline).  ``dedupe``: solve each
     canonical signature once (False: every node is solved on its own, an
-    ablation).  ``mutation``: bottom-up speculative fusion of verified
+    ablation; a measured library time is shared by signature either way:
+    equal regions time alike).  ``mutation``: bottom-up speculative fusion of verified
     neighbours (False: an ablation).  ``agents``: how many agents work on
     different open nodes at once.  ``cache``: read and write the persistent
     kernel cache; ``cache_dir``: where it lives (None: ``$LEGO_CACHE_DIR`` or
     ``~/.cache/lego/kernels``).  Budgets, None meaning no limit:
     ``max_agent_calls``, ``max_tokens``, ``max_search_s`` (wall seconds of the
     search) and ``patience_s`` (stop after this many seconds with no better
-    plan).  ``max_attempts``: agent calls per sub-problem (later ones get the
+    plan, once every signature worth 1% of the library time was attempted);
+    the command line and the web app default to :data:`DEFAULT_MAX_SEARCH_S`
+    and :data:`DEFAULT_PATIENCE_S`.  ``max_attempts``: agent calls per sub-problem (later ones get the
     verifier's feedback).  ``agent_pool``: an object of the caller's that
     makes agent pools (``lego_core.agents.pool.AgentPoolFactory``; the web
     app's Celery fan-out): every agent call of the run goes to its pools,

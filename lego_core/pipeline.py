@@ -32,6 +32,7 @@ from lego_core.judge.end_to_end.launch import rule_out
 from lego_core.runtime.memory import MemoryMeter
 from lego_core.load.problem import ProblemError, ProblemSpec, load_problem
 from lego_core.load.spec import new_run_id, overrides_to_json
+from lego_core.phases import PhaseClock
 from lego_core.report import build_report
 from lego_core.search.engine import Search
 from lego_core.search.plan import Plan
@@ -41,7 +42,8 @@ from lego_core.tree.fusion_tree import FusionTree, OrNode, build_tree, node_crea
 from lego_core.judge.verify_policy import seeds_record
 
 
-def run_pipeline(spec: ProblemSpec, out_dir: str, config: OptimizeConfig, emit: Sink, run_id: str | None = None, commit: bool = True) -> dict:
+def run_pipeline(spec: ProblemSpec, out_dir: str, config: OptimizeConfig, emit: Sink, run_id: str | None = None, commit: bool = True,
+                 started_at: float | None = None) -> dict:
     """Optimize one problem; write ``out_dir``; return the report dict.
 
     The output is composed, verified end to end and given its launch plan in
@@ -51,17 +53,20 @@ def run_pipeline(spec: ProblemSpec, out_dir: str, config: OptimizeConfig, emit: 
     (and its staging folder; a new one when None).  ``commit=False`` (the
     sandboxed child, which cannot see ``out_dir``): stop with the verified
     output and ``report.json`` in the staging folder; the caller checks and
-    commits it (``output.finish``)."""
+    commits it (``output.finish``).  ``started_at``: ``time.monotonic()``
+    when this process began the run (its imports until now are the
+    ``startup`` phase of ``report["phases_s"]``)."""
     run_id = run_id or new_run_id()
     stage = output.staging_path(Path(out_dir), run_id)
     try:
-        return _run(spec, Path(out_dir), stage, config, emit, run_id, commit)
+        return _run(spec, Path(out_dir), stage, config, emit, run_id, commit, started_at)
     except BaseException:
         output.discard(stage)
         raise
 
 
-def _run(spec: ProblemSpec, target: Path, out: Path, config: OptimizeConfig, emit: Sink, run_id: str, commit: bool = True) -> dict:
+def _run(spec: ProblemSpec, target: Path, out: Path, config: OptimizeConfig, emit: Sink, run_id: str, commit: bool = True,
+         started_at: float | None = None) -> dict:
     """The passes; ``out`` is the staging folder, committed to ``target`` at the end."""
     started = time.time()
     if spec.device == "cpu":
@@ -70,6 +75,10 @@ def _run(spec: ProblemSpec, target: Path, out: Path, config: OptimizeConfig, emi
     emit(RunStarted(model=Path(spec.path).name, overrides=overrides_to_json(spec.overrides), dtype=spec.dtype, device=spec.device))
 
     emit(StageStarted(stage="load"))
+    phases = PhaseClock(started_at)  # seconds per phase: report["phases_s"]
+    if started_at is not None:
+        phases.add("startup", time.monotonic() - started_at)
+    phases.begin("load")
     warm_up()  # candidate executors' fork server imports torch and triton meanwhile (lego_core.judge)
     meter = MemoryMeter(spec.device)  # the run's peak device memory, from here to the report
     meter.enter_stage("load")
@@ -78,10 +87,12 @@ def _run(spec: ProblemSpec, target: Path, out: Path, config: OptimizeConfig, emi
     meter.add_base(_model_tensors(problem.model))  # CPU: weights were made before the counter
     eager_out: dict = {}
     meter.measure_eager(lambda: _eager_forward(problem, eager_out))  # eager's peak: the bound's reference
+    phases.begin("capture")
     _stage(emit, meter, "capture")
     channels_last = use_channels_last(config.channels_last, problem)  # NHWC activations for 2-D conv models on CUDA
     layout_report = {"setting": config.channels_last, "channels_last": channels_last}
     graph, channels_last = capture(problem, channels_last, layout_report)  # torch.export -> core ATen with shapes and module paths
+    phases.begin("construct")
     _stage(emit, meter, "construct")
     tree = build_tree_and_announce(graph, emit, spec.torch_dtype, config.target_gpu)  # top-down FusionTree down to fusion groups
     # boundary values per seed, on demand within the memory bound (not every
@@ -90,6 +101,7 @@ def _run(spec: ProblemSpec, target: Path, out: Path, config: OptimizeConfig, emi
         activations = boundary_store(graph, tree, problem, config, meter, channels_last)
     # the total is the search's own: it counts the nodes it queues (after
     # dedupe, retries and fusions included) in its progress events
+    phases.begin("search")
     _stage(emit, meter, "search")
     emit = thread_safe(emit)  # agents report from several threads
     with tempfile.TemporaryDirectory(prefix="lego-candidates-") as work:
@@ -98,13 +110,15 @@ def _run(spec: ProblemSpec, target: Path, out: Path, config: OptimizeConfig, emi
         cache = KernelCache(config.cache_dir, enabled=config.cache, forward=sandbox_child.forwarder("cache"))
         tokens = TokenBudget(config.max_tokens)  # the run's one token budget: the agents spend it, the search stops on it
         search = Search(tree, activations, parameters, make_agent(config.agent, config, emit, budget=tokens), config, spec.torch_dtype, spec.device,
-                        Path(work), emit, cache, meter=meter, cache_origin=f"run {run_id} of {spec.name}", tokens=tokens)
+                        Path(work), emit, cache, meter=meter, cache_origin=f"run {run_id} of {spec.name}", tokens=tokens, phases=phases)
         result = search.run()  # top-down, dedupe, agents in parallel, mutation, budgets
         activations.drop()
         del activations, search
+        phases.begin("compose")
         _stage(emit, meter, "compose")
         layout = {"channels_last": channels_last, "output_strides": eager_out.get("strides")}
         kernel_files = write_output(out, graph, result.plan.items, problem, run_id, layout)  # optimized_model.py + kernels/
+    phases.begin("e2e_check")
     _stage(emit, meter, "verify")
     with meter.tracking():  # eager, the fp64 truth (and torch.compile on a GPU) once, here
         reference = e2e.reference_run(problem, config.e2e_seed, fp64_device(problem, meter), with_compile=spec.device == "cuda" and config.compare_compile)
@@ -122,6 +136,7 @@ def _run(spec: ProblemSpec, target: Path, out: Path, config: OptimizeConfig, emi
     if delivered.dropped:
         result.plan = replan(delivered.items)
         announce_dropped(emit, tree.root.id, delivered.dropped)
+    phases.begin("launch_variants")
     _stage(emit, meter, "launch")
     with meter.tracking():
         launch = composed.choose_launch(out, problem, config, meter=meter)  # plan or original forward, direct or CUDA graph: measured (in a fresh process)
@@ -133,9 +148,12 @@ def _run(spec: ProblemSpec, target: Path, out: Path, config: OptimizeConfig, emi
         if launch["chosen"] == "original":
             raise OptimizeError(f"the model as shipped ({launch['chosen']}) does not match eager end to end: {shipped['reason']}")
         launch = rule_out(out, launch, shipped["reason"])
+    phases.begin("timing")
     meter.enter_stage("timing")  # eager, torch.compile and the shipped model timed (GPU): its own memory peak
     timing = composed.time_models(out, problem, config) if spec.device == "cuda" and config.timing == "auto" else None
+    phases.end()
     report = build_report(problem, tree, result, check, timing, kernel_files, started, _versions(), launch, delivered.dropped)
+    report["phases_s"] = phases.as_dict()  # where the time went (lego_core.phases: stages add up, search phases are busy seconds)
     report["memory"] = memory_report(meter, emit, tree.root.id)
     report["moved_attributes"] = problem.moved_attributes  # plain tensor attributes the loader moved to the device
     report["model_file_torch_settings"] = problem.torch_settings  # flags the file set at import: the user's, kept in force

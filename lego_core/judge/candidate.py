@@ -29,6 +29,7 @@ import math
 import os
 import threading
 from pathlib import Path
+from typing import Callable
 
 from lego_core.config import OptimizeConfig
 from lego_core.cost import costing
@@ -38,6 +39,7 @@ from lego_core.judge.boundary import executor_bytes, value_bytes
 from lego_core.judge.inputs import leaf_edge_sets, leaf_input_sets
 from lego_core.judge.process import CandidateRaised, Executor, ExecutorTampered, JudgeError, RemoteModule
 from lego_core.judge.verify import VerifyReport, calls_back_into_reference, verify
+from lego_core.phases import PhaseClock, phase_or_nothing
 from lego_core.runtime import gpu_lock
 from lego_core.tree.fusion_tree import Candidate, OrNode
 
@@ -85,35 +87,46 @@ class CandidateJudge:
     memory is measured; ``call_timeout_s``: the executor's per-call limit in
     seconds (None: ``judge.process.executor.CALL_TIMEOUT_S``); ``executor``:
     an executor to use instead of a fresh one; ``tune``: per-shape tuning on
-    or off (None: only when compiled kernels are measured on a GPU).
+    or off (None: only when compiled kernels are measured on a GPU);
+    ``phases``: the run's ``phases.PhaseClock`` (verification, candidate
+    timing and baseline timing seconds are added to it), or None.
     """
 
     def __init__(self, activations, parameters: set[str], config: OptimizeConfig, dtype, device: str, work_dir: Path, emit: Sink, *,
-                 meter=None, call_timeout_s: float | None = None, executor: Executor | None = None, tune: bool | None = None):
+                 meter=None, call_timeout_s: float | None = None, executor: Executor | None = None, tune: bool | None = None,
+                 phases: PhaseClock | None = None):
         self.activations, self.parameters, self.config = activations, parameters, config
         self.dtype, self.device, self.work_dir, self.emit = dtype, device, Path(work_dir), emit
         self.meter, self.call_timeout_s, self.executor = meter, call_timeout_s, executor
         self.lane = threading.Lock()
+        self.phases = phases
+        self.library_by_signature: dict[str, float] = {}  # signature -> measured library ms (library_times)
+        self.library_batches = 0  # lock holds library_times took
+        self.library_measured = 0  # distinct signatures it measured
         self.measure = device == "cuda" and config.timing == "auto"
         # per-shape tuning of kernel files that offer TUNE_CONFIGS: only when measuring compiled kernels
         self.tune = (self.measure and os.environ.get("TRITON_INTERPRET") != "1") if tune is None else tune
 
     # ------------------------------------------------------------ the one call
 
-    def judge(self, node: OrNode, cand: Candidate) -> Verdict:
+    def judge(self, node: OrNode, cand: Candidate, skip: Callable[[], str] | None = None) -> Verdict:
         """Verify and time ``cand`` (a Triton candidate of ``node``) in the lane.
+
+        ``skip``: asked once the lane is held; a non-empty answer refuses the
+        candidate unjudged with that reason (the search's wall-time budget ran
+        out while it waited for the lane).
 
         Sets ``cand.verified``, ``cand.time_ms`` / ``cand.time_kind``,
         ``cand.rejected_reason`` and, when tuning chose another configuration,
         ``cand.source``; emits ``VerificationResult`` and, when accepted,
         ``Timing``.  Never raises for the candidate's failures: they are the
         verdict's ``reason``."""
-        self._check(node, cand)
+        self._check(node, cand, skip)
         report = cand.verified
         return Verdict(report.passed, report.reason, cand.time_ms if report.passed else None, cand.time_kind if report.passed else "",
                        report.to_dict()["max_abs_error"])
 
-    def _check(self, node: OrNode, cand: Candidate) -> None:
+    def _check(self, node: OrNode, cand: Candidate, skip: Callable[[], str] | None = None) -> None:
         """:meth:`judge`'s work, in the lane: the call-back check, import and
         verification in the executor (``_verify``), then a guarded GPU time
         or the cost model's estimate; restarts the executor after a candidate
@@ -122,6 +135,12 @@ class CandidateJudge:
         module: RemoteModule | None = None
         ran = False  # whether candidate code ran in the executor
         with self.lane, self._gpu_shared(), self.tracking():
+            late = skip() if skip is not None else ""
+            if late:
+                cand.verified = VerifyReport(False, math.inf, math.inf, late, list(self.config.verify_seeds))
+                cand.rejected_reason = late
+                self.emit(VerificationResult(node_id=node.id, candidate_id=cand.id, passed=False, max_abs_error=None, reason=late))
+                return
             input_sets = leaf_input_sets(node, self.activations, self.parameters, self.config.verify_seeds)
             callback = calls_back_into_reference(cand.source, sub.ops, getattr(sub.group, "library_ops", ()))
             try:
@@ -129,15 +148,19 @@ class CandidateJudge:
                     cand.verified = VerifyReport(False, math.inf, math.inf, callback, list(self.config.verify_seeds))
                 else:
                     ran = True
-                    default_source = self._tune(node, cand, input_sets)
-                    module = self._verify(sub, cand, input_sets)
+                    with phase_or_nothing(self.phases, "candidate_timing"):
+                        default_source = self._tune(node, cand, input_sets)
+                    with phase_or_nothing(self.phases, "verification"):
+                        module = self._verify(sub, cand, input_sets)
                     if default_source is not None and not cand.verified.passed:
                         self.emit(TranscriptMessage(node_id=node.id, agent="tuner", role="system", content=f"the tuned configuration failed verification ({cand.verified.reason}); verifying the default configuration instead"))
                         cand.source = default_source
                         self.restart()
-                        module = self._verify(sub, cand, input_sets)
+                        with phase_or_nothing(self.phases, "verification"):
+                            module = self._verify(sub, cand, input_sets)
                 if cand.verified.passed and self.measure:
-                    self._time(sub, cand, module, input_sets)
+                    with phase_or_nothing(self.phases, "candidate_timing"):
+                        self._time(node, cand, module, input_sets)
                 elif cand.verified.passed:
                     cand.time_ms, cand.time_kind = costing.fused_estimate_ms(sub, self.dtype, self.config.target_gpu), "estimated"
             finally:
@@ -154,11 +177,18 @@ class CandidateJudge:
         library = next((c for c in node.candidates if c.implementation == "library"), None)
         self.emit(Timing(node_id=node.id, candidate_id=cand.id, ms=cand.time_ms, measured=cand.time_kind == "measured", baseline_ms=library.time_ms if library else None))
 
-    def _time(self, sub, cand: Candidate, module: RemoteModule, input_sets) -> None:
-        """Time a verified candidate on the GPU (sets its time, or fails it when the time is not believed)."""
+    def _time(self, node: OrNode, cand: Candidate, module: RemoteModule, input_sets) -> None:
+        """Time a verified candidate on the GPU (sets its time, or fails it
+        when the time is not believed).  In the same exclusive hold of the
+        GPU and on the same inputs, a leaf's library ops are timed too when
+        their signature has no measured time yet: the choice between the two
+        depends on it (``search.pricing``), and one hold serves both."""
+        sub = node.sub
         try:
             with self._gpu_alone():  # its executor times it; no other process's kernels beside it
                 guarded = self._guarded_time(sub, module, input_sets)
+                if guarded is not None and guarded.believed and node.is_leaf and sub.signature not in self.library_by_signature:
+                    self._time_library(node, input_sets)
             if guarded is None:  # too large to time beside what the search holds
                 cand.time_ms, cand.time_kind = costing.fused_estimate_ms(sub, self.dtype, self.config.target_gpu), "estimated"
             elif guarded.believed:
@@ -257,14 +287,50 @@ class CandidateJudge:
 
     # ------------------------------------------------------------ library candidates
 
-    def library_ms(self, leaf: OrNode) -> float:
-        """The measured time (ms, median of ``costing.measure_ms``) of
-        ``leaf``'s reference (ATen) ops on its verification inputs, in the lane."""
-        with self.lane, self.tracking():
-            input_sets = timing_sets(leaf_input_sets(leaf, self.activations, self.parameters, self.config.verify_seeds))
-            ms = costing.measure_ms(leaf.sub.run_reference, input_sets)
-            del input_sets
-            return ms
+    def _time_library(self, leaf: OrNode, input_sets=None) -> None:
+        """Time ``leaf``'s library (ATen) ops (``costing.measure_ms``) on
+        ``input_sets`` (default: its verification inputs), the lane and the GPU
+        already held; remember the ms by signature.  A library region that
+        cannot be timed keeps the cost model's price (noted in the
+        transcript); it never fails the run."""
+        with phase_or_nothing(self.phases, "baseline_timing"):
+            try:
+                sets = timing_sets(input_sets if input_sets is not None else leaf_input_sets(leaf, self.activations, self.parameters, self.config.verify_seeds))
+                self.library_by_signature[leaf.sub.signature] = costing.measure_ms(leaf.sub.run_reference, sets)
+                self.library_measured += 1
+            except Exception as exc:  # noqa: BLE001 - a price, not a verdict: the estimate stays
+                self.emit(TranscriptMessage(node_id=leaf.id, agent="judge", role="system",
+                                            content=f"timing the library ops failed ({type(exc).__name__}: {str(exc)[:200]}); the cost model's estimate stays"))
+            finally:
+                sets = None
+
+    def library_times(self, leaves: list[OrNode]) -> dict[str, float]:
+        """Measured ms of the library (ATen) ops of each of ``leaves``, keyed by
+        signature (equal signatures time alike: each is measured once per
+        search and remembered in ``library_by_signature``; one that cannot
+        be timed is left out and keeps its estimate).
+
+        A batch: one hold of the lane and one exclusive hold of the GPU
+        (``runtime.gpu_lock``) for all of them, so other runs' verifications
+        wait once, not once per leaf, and no other process's kernels run
+        beside the timings.  Each leaf is timed as ``costing.measure_ms``
+        times it (CUDA-graph replay, L2 flushed, inputs rotated, median) on
+        its verification inputs.  Adds the seconds to the ``baseline_timing``
+        phase.  Only on a GPU run (``measure``); RuntimeError otherwise."""
+        if not self.measure:
+            raise RuntimeError("library times are only measured on a GPU run (timing='auto', device='cuda')")
+        todo = []
+        with self.lane:
+            for leaf in leaves:
+                sig = leaf.sub.signature
+                if sig not in self.library_by_signature and all(sig != other.sub.signature for other in todo):
+                    todo.append(leaf)
+            if todo:
+                with self._gpu_alone(), self.tracking():
+                    for leaf in todo:
+                        self._time_library(leaf)
+                self.library_batches += 1
+            return {leaf.sub.signature: self.library_by_signature[leaf.sub.signature] for leaf in leaves if leaf.sub.signature in self.library_by_signature}
 
     # ------------------------------------------------------------ memory
 

@@ -12,6 +12,7 @@ that reports itself unavailable is retired: not asked again.
 from __future__ import annotations
 
 import concurrent.futures
+import time
 from typing import Callable
 
 from lego_core.agents.base import Agent, Proposal, members, with_time_to_beat
@@ -67,10 +68,13 @@ class AgentsAtWork:
         """``SearchBudget.spent`` with these agents' retirements."""
         return self.budget.spent(pending, self.all_retired())
 
-    def solve(self, node: OrNode, attempt: int, root: bool) -> tuple[Outcome, list[Proposal]]:
+    def solve(self, node: OrNode, attempt: int, root: bool, patience_exempt: bool = False) -> tuple[Outcome, list[Proposal]]:
         """Ask the members for ``node`` (its ``attempt``-th try; ``root``: the
         monolithic root, asked of all) and judge what they propose.  Returns
-        the outcome and the proposals in the order they came."""
+        the outcome and the proposals in the order they came.
+        ``patience_exempt``: the node is a first attempt the search makes
+        whatever patience says (``search.pricing``): its kernels are judged
+        even once patience ran out (the wall-time budget still stops them)."""
         solo = len(self.members) == 1 or root
         asked = [m for m in self.members if m.name not in self.retired and (solo or m.can_attempt(node.sub))]
         if attempt > 1:  # a retry: only the agents whose candidate failed
@@ -88,20 +92,31 @@ class AgentsAtWork:
             except Exception as exc:  # noqa: BLE001 - an agent failure is that node's failure, not the run's
                 proposal = Proposal(None, transcript=[("system", f"the agent failed: {type(exc).__name__}: {exc}")])
             proposals.append(proposal)
-            self._take(node, attempt, member, feedback, proposal, outcome)
+            self._take(node, attempt, member, feedback, proposal, outcome, patience_exempt)
         outcome.failed_verification = bool(outcome.candidates) and not any(c.usable for c in outcome.candidates)
         return outcome, proposals
 
     def _submit(self, member: Agent, node: OrNode, feedback: list[str]) -> concurrent.futures.Future:
+        """The member's call in its pool; its seconds, from submission to
+        answer, go to the ``agent_calls`` phase (``judge.phases``)."""
+        started = time.monotonic()
         try:
-            return self.pools[member.name].submit(node.sub, feedback)
+            future = self.pools[member.name].submit(node.sub, feedback)
+            phases = self.judge.phases
+            if phases is not None:
+                future.add_done_callback(lambda _f: phases.add("agent_calls", time.monotonic() - started))
+            return future
         except Exception as exc:  # noqa: BLE001 - a pool that refuses the call: that agent's failure
             failed: concurrent.futures.Future = concurrent.futures.Future()
             failed.set_exception(exc)
             return failed
 
-    def _take(self, node: OrNode, attempt: int, member: Agent, feedback: list[str], proposal: Proposal, outcome: Outcome) -> None:
-        """Count one member's proposal, log its transcript, judge its kernel; adds to ``outcome``."""
+    def _take(self, node: OrNode, attempt: int, member: Agent, feedback: list[str], proposal: Proposal, outcome: Outcome,
+              patience_exempt: bool = False) -> None:
+        """Count one member's proposal, log its transcript, judge its kernel
+        (unless the wall-time budget, or patience for a node not exempt from
+        it, ran out meanwhile, also while it waited for the judge's lane);
+        adds to ``outcome``."""
         name = member.name
         self.budget.count(node.id, proposal)
         for role, content in proposal.transcript:
@@ -109,21 +124,25 @@ class AgentsAtWork:
         if proposal.unavailable and name not in self.retired:
             self.retired[name] = proposal.unavailable
             self.announce(f"agent {name} stopped: {proposal.unavailable}")
-        spent = self.out_of_budget()
-        if proposal.source is not None and spent in ("wall-time budget", "patience (no better plan)"):
+        spent = "wall-time budget" if self.budget.wall_spent() else self.out_of_budget()
+        if proposal.source is not None and (spent == "wall-time budget" or (spent == "patience (no better plan)" and not patience_exempt)):
             self.emit(TranscriptMessage(node_id=node.id, agent="scheduler", role="system", content=f"the {spent} ran out while the agent worked: its kernel is not verified or used"))
             return
         if proposal.source is None:
             return
         cand = self._candidate(node, attempt, name, proposal)
         self.emit(CandidateProposed(node_id=node.id, candidate_id=cand.id, agent=name, implementation="triton", source=cand.source))
-        verdict = self.judge.judge(node, cand)
+        verdict = self.judge.judge(node, cand, skip=self._too_late)
         outcome.candidates.append(cand)
         if not verdict.accepted:
             reason = with_time_to_beat(verdict.reason, *time_to_beat(node)) if self.judge.measure else verdict.reason
             self.feedback[(node.id, name)] = feedback + [reason]
             outcome.feedback = feedback + [reason]
             outcome.retry_agents.append(name)
+
+    def _too_late(self) -> str:
+        """Why a kernel that waited for the judge's lane is no longer judged ("" while it is)."""
+        return "the wall-time budget ran out before it was judged" if self.budget.wall_spent() else ""
 
     def _candidate(self, node: OrNode, attempt: int, name: str, proposal: Proposal) -> Candidate:
         """The candidate of a proposal: named by node, agent and attempt (a team's members' kernels apart)."""

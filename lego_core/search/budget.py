@@ -72,6 +72,10 @@ class SearchBudget:
             return "patience (no better plan)"
         return ""
 
+    def wall_spent(self) -> bool:
+        """Whether the wall-time budget is spent (whatever else is)."""
+        return self.config.max_search_s is not None and self.elapsed() >= self.config.max_search_s
+
     def as_dict(self) -> dict:
         """The limits, for the report's metrics."""
         c = self.config

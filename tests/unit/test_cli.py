@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from lego_core.cli import ProgressView, build_parser, main, summary_table, triton_table
+from lego_core.cli import ProgressView, build_parser, main, phases_table, summary_table, triton_table
 from lego_core.load.spec import ProblemError
 from lego_core.events import Progress, RunFinished, StageStarted
 
@@ -85,7 +85,8 @@ def test_optimize_exits_0_and_writes_the_output_folder(scores_chain_run):
         assert name in listed and (out / name.rstrip("/")).exists(), (name, listed)
     assert ("constants.pt" in listed) == (out / "constants.pt").exists()
     assert ".lego_output.json" not in listed
-    assert "optimizer wall time (capture to report)" in proc.stdout and "done in " in proc.stdout
+    assert "optimizer wall time" in proc.stdout and "done in " in proc.stdout
+    assert "(its pipeline " in proc.stdout  # the whole run as its caller saw it, and the pipeline's share
 
 
 def test_optimize_report_json(scores_chain_run):
@@ -390,6 +391,114 @@ def test_summary_table_without_an_error_and_with_measured_timing():
     assert table_value(text, "speedup (measured)") == "1.50x"
     assert "eager (measured)" in text and "2.0000 ms" in text
     assert "torch.compile (measured)" in text and "optimized (measured)" in text
+
+
+def timed_report(**changes) -> dict:
+    """``fake_report`` with what a run writes since issue 26: seconds per
+    phase, signature counts, first agent call / improved plan, host load."""
+    report = fake_report(
+        timing={"eager_ms": 2.0, "optimized_ms": 1.0, "speedup_vs_eager": 1.5,
+                "host": {"load_avg_1m": 3.24, "cpus": 16, "busy": 0.2025}, "interleaved": True},
+        # PostgreSQL's jsonb and older writers may give any key order; the table is in pipeline order
+        phases_s={"timing": 1.0, "e2e_check": 0.9, "compose": 0.3, "search": 20.0, "agent_calls": 31.0, "verification": 4.0,
+                  "baseline_timing": 2.5, "mutation": 1.5, "construct": 0.4, "capture": 1.6, "load": 2.0, "launch_variants": 0.8,
+                  "_wall": 30.0},
+    )
+    report["summary"]["speedup_kind"] = "measured"
+    report["metrics"].update(
+        time_to_first_plan_s=0.9, time_to_final_plan_s=18.0, time_to_first_agent_call_s=1.4, time_to_first_improved_plan_s=None,
+        signatures={"distinct": 12, "attempted": 10, "won": 4, "above_1pct": 6, "above_1pct_attempted": 5,
+                    "not_attempted": [{"label": "layer3 · conv", "share": 0.041, "why": "the search budget ran out"}]},
+    )
+    report.update(changes)
+    return report
+
+
+def phase_cells(text: str) -> list[list[str]]:
+    """The body rows of the phases table, as cell lists (phase, seconds, of wall)."""
+    rows = []
+    for line in text.splitlines():
+        cells = [c.strip() for c in re.split(r"[│┃|]", line)[1:-1]]
+        if len(cells) == 3 and cells[0] not in ("phase", ""):
+            rows.append(cells)
+    return rows
+
+
+def test_summary_table_counts_signatures_first_times_and_host_load():
+    text = render(summary_table(timed_report()))
+    assert table_value(text, "signatures: distinct / attempted / Triton won") == "12 / 10 / 4"
+    assert table_value(text, ">=1% of library time: attempted") == "5 of 6"
+    assert table_value(text, "not attempted: layer3 · conv (4.1%)") == "the search budget ran out"
+    assert table_value(text, "time to first / final plan") == "0.9 s / 18.0 s"
+    assert table_value(text, "time to first agent call / improved plan") == "1.4 s / none"
+    assert table_value(text, "host while timing") == "load 3.2 on 16 CPUs (0.20 per CPU), eager and LEGO interleaved"
+    # next to the speedup it qualifies
+    lines = [line for line in text.splitlines() if "│" in line]
+    speedup = next(i for i, line in enumerate(lines) if "speedup (measured)" in line)
+    assert "host while timing" in lines[speedup + 1]
+
+
+def test_phases_table_has_every_phase_in_pipeline_order_with_the_search_s_inside_marked():
+    table = phases_table(timed_report())
+    text = render(table)
+    assert "Where the time went (wall 30.0 s)" in text
+    assert phase_cells(text) == [
+        ["load", "2.0", "7%"],
+        ["capture", "1.6", "5%"],
+        ["construct", "0.4", "1%"],
+        ["search", "20.0", "67%"],
+        ["baseline timing (busy, in search)", "2.5", ""],
+        ["agent calls (busy, in search)", "31.0", ""],  # busy seconds of parallel agents exceed the search's wall
+        ["verification (busy, in search)", "4.0", ""],
+        ["mutation (in search)", "1.5", ""],
+        ["compose", "0.3", "1%"],
+        ["end-to-end check", "0.9", "3%"],
+        ["launch variants", "0.8", "3%"],
+        ["timing", "1.0", "3%"],
+        ["other", "3.0", "10%"],  # 30 s of wall minus the stages' 27 s
+    ]
+
+
+def test_a_report_from_before_phases_and_signatures_prints_as_before():
+    text = render(summary_table(fake_report()))
+    for row in ("signatures", ">=1% of library time", "not attempted", "first agent call", "host while timing"):
+        assert row not in text, row
+    assert phases_table(fake_report()) is None
+    # counts a report lacks show as "-", a first agent call that never came as "none"
+    report = timed_report()
+    report["metrics"]["signatures"] = {"distinct": 3}
+    report["metrics"]["time_to_first_agent_call_s"] = None
+    report["timing"].pop("host")
+    text = render(summary_table(report))
+    assert table_value(text, "signatures: distinct / attempted / Triton won") == "3 / - / -"
+    assert table_value(text, ">=1% of library time: attempted") == "- of -"
+    assert table_value(text, "time to first agent call / improved plan") == "none / none"
+    assert "not attempted" not in text and "host while timing" not in text
+
+
+def test_malformed_phase_and_signature_values_are_left_out_not_fatal():
+    report = timed_report(phases_s={"load": "slow", "capture": float("nan"), "search": 2.0, "_wall": None})
+    report["metrics"]["signatures"] = {"distinct": float("inf"), "attempted": "7", "won": 1, "not_attempted": ["junk", {"share": "x"}]}
+    report["timing"]["host"] = {"load_avg_1m": None, "cpus": 16}
+    text = render(summary_table(report))
+    assert table_value(text, "signatures: distinct / attempted / Triton won") == "- / - / 1"
+    assert table_value(text, "not attempted: ?") == "-" and "host while timing" not in text
+    text = render(phases_table(report))
+    assert "Where the time went" in text and "(wall" not in text
+    assert phase_cells(text) == [["search", "2.0", ""]]  # no wall: no share of it
+
+
+def test_a_finished_run_prints_where_the_time_went_after_the_summary(capsys, monkeypatch, tmp_path):
+    import lego_core.cli as cli
+
+    monkeypatch.setenv("COLUMNS", "200")
+    monkeypatch.setattr(cli, "optimize", lambda *a, **k: timed_report())
+    model = tmp_path / "model.py"
+    model.write_text("import torch\n")
+    assert main(["optimize", str(model), "--out", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    assert out.index("LEGO plan for toy") < out.index("Where the time went (wall 30.0 s)") < out.index("output:")
+    assert ["agent calls (busy, in search)", "31.0", ""] in phase_cells(out)
 
 
 def test_triton_table_lists_only_triton_subproblems_with_unique_ops():

@@ -321,6 +321,12 @@ def test_budgets_stop_the_search(tmp_path, budget, reason):
         assert metrics["agent_calls"] == 3 and metrics["tokens"] == 300  # the call that crossed the budget finishes
     if "max_agent_calls" in budget:
         assert metrics["agent_calls"] == 2 and metrics["tokens"] == 200
-    if "max_search_s" in budget or "patience_s" in budget:
+    if "max_search_s" in budget:
         assert metrics["agent_calls"] == 0
+    if "patience_s" in budget:
+        # patience waits until every signature worth 1% of the library time had its attempt, then stops
+        signatures = metrics["signatures"]
+        assert signatures["above_1pct"] >= 1
+        assert signatures["above_1pct_attempted"] == signatures["above_1pct"] and signatures["not_attempted"] == []
+        assert metrics["agent_calls"] == signatures["above_1pct_attempted"]
     assert_complete_plan(result.plan, search.tree)  # a complete plan all the same

@@ -116,8 +116,20 @@ def sample_report():
         ],
         "plan": {"cost_ms": 0.0156, "cost_kind": "estimated", "baseline_ms": 0.0337, "speedup": 2.16},
         "end_to_end": {"passed": True, "max_abs_error": 4.8e-07, "norm_rel_error": 1.1e-07, "seed": 4242},
-        "metrics": {"agent_calls": 3, "wall_time_s": 4.2, "subproblems": 2, "triton": 1, "library": 1, "reused_nodes": 0},
-    }
+        "metrics": {
+            "agent_calls": 3, "wall_time_s": 4.2, "subproblems": 2, "triton": 1, "library": 1, "reused_nodes": 0,
+            "time_to_first_plan_s": 0.4, "time_to_first_agent_call_s": 0.7, "time_to_first_improved_plan_s": 1.6,
+            "signatures": {
+                "distinct": 2, "attempted": 1, "won": 1, "above_1pct": 2, "above_1pct_attempted": 1,
+                "not_attempted": [{"label": "proj", "share": 0.371, "why": "the search budget ran out first"}],
+            },
+        },
+        # seconds per phase (lego_core.phases); the busy ones inside the search can exceed its wall
+        "phases_s": {
+            "load": 0.8, "capture": 0.6, "construct": 0.1, "search": 2.5, "baseline_timing": 0.3, "agent_calls": 3.1,
+            "verification": 0.9, "mutation": 0.2, "compose": 0.05, "e2e_check": 0.12, "_wall": 4.2,
+        },
+    }  # fmt: skip
 
 
 @pytest.fixture

@@ -152,13 +152,103 @@ def test_the_plans_line_says_final_only_for_a_finished_run(user_client, make_run
     assert ('data-final="2.5"' in line.group(1)) == (state == "finished") and 'data-best="2.5"' in line.group(1)
 
 
+def phase_rows(page: str) -> list[dict]:
+    """The rows of ``#phases-table``: name, classes, seconds, title, the cells' text and the bar's width."""
+    table = page.split('id="phases-table"')[1].split("</table>")[0]
+    rows = []
+    for classes, attrs, body in re.findall(r'<tr class="phase-row([^"]*)"([^>]*)>(.*?)</tr>', table, re.S):
+        name = re.search(r'data-phase="([^"]+)"', attrs).group(1)
+        title = re.search(r'title="([^"]*)"', attrs)
+        cells = [re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", body, re.S)]
+        width = re.search(r'class="phase-bar" style="width: ([0-9.]+)%"', body).group(1)
+        rows.append({"name": name, "inside": "phase-inside" in classes, "title": html.unescape(title.group(1)) if title else None,
+                     "cells": [html.unescape(c) for c in cells[:3]], "width": float(width)})
+    return rows
+
+
+def test_run_page_shows_where_the_time_went_with_a_bar_per_phase(user_client, make_run, sample_report):
+    from lego_core.phases import PHASES
+
+    run = make_run(state="finished", report=sample_report)
+    page = page_of(user_client.get(reverse("runs:detail", args=[run.id])))
+    rows = phase_rows(page)
+    assert [r["name"] for r in rows] == ["load", "capture", "construct", "search", "baseline_timing", "agent_calls",
+                                         "verification", "mutation", "compose", "e2e_check"]
+    by_name = {r["name"]: r for r in rows}
+    # sequential stages: seconds and share of the 4.2 s wall; the bar is seconds over the wall (the largest here)
+    assert by_name["search"]["cells"] == ["search", "2.5", "60%"] and by_name["search"]["width"] == 59.5
+    assert by_name["e2e_check"]["cells"] == ["end-to-end check", "0.12", "3%"]
+    assert by_name["load"]["width"] == 19.0 and not by_name["load"]["inside"]
+    # inside the search: marked, no share of wall (busy seconds can exceed it)
+    assert by_name["agent_calls"]["inside"] and by_name["agent_calls"]["cells"] == ["agent calls busy, inside search", "3.1", ""]
+    assert by_name["mutation"]["cells"][0] == "mutation inside search"  # wall inside the search, not busy
+    assert by_name["agent_calls"]["width"] == 73.8
+    # each phase says what it covers, from lego_core.phases
+    assert all(r["title"] == PHASES[r["name"]] for r in rows)
+    assert "4.2 s of the optimizer's wall time" in page
+    # the summary: first agent call, first plan with agent work, signatures
+    first = re.search(r'<dd id="run-first-agent-call">(.*?)</dd>', page, re.S).group(1)
+    assert re.sub(r"<[^>]+>", "", first) == "after 0.70 s; first plan with agent work: after 1.60 s"
+    signatures = html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", re.search(r'<dd id="run-signatures">(.*?)</dd>', page, re.S).group(1)))).strip()
+    assert signatures == ("2 distinct, 1 attempted, 1 won by Triton; at ≥1% of library time: 1 of 2 attempted "
+                          "not attempted: proj (37.1% of library time): the search budget ran out first")
+
+
+def test_phases_come_in_pipeline_order_whatever_order_the_stored_json_has(user_client, make_run, sample_report):
+    phases = dict(reversed(list(sample_report["phases_s"].items())))  # PostgreSQL's jsonb reorders keys
+    phases.update(_wall=10.0, some_new_phase=0.5)
+    run = make_run(state="finished", report=dict(sample_report, phases_s=phases))
+    rows = phase_rows(page_of(user_client.get(reverse("runs:detail", args=[run.id]))))
+    names = [r["name"] for r in rows]
+    assert names[:4] == ["load", "capture", "construct", "search"] and names[-2:] == ["some_new_phase", "_other"]
+    other = rows[-1]  # the wall time no stage covers: 10 - 4.17 s
+    assert other["cells"] == ["other", "5.8", "58%"] and "outside the stages above" in other["title"]
+    assert rows[-2]["title"] is None  # a phase this version does not know: shown, no description
+
+
+def test_a_report_without_phases_or_signatures_still_renders(user_client, make_run, sample_report):
+    metrics = {k: v for k, v in sample_report["metrics"].items()
+               if k not in ("signatures", "time_to_first_agent_call_s", "time_to_first_improved_plan_s")}
+    old = {k: v for k, v in sample_report.items() if k != "phases_s"}
+    run = make_run(state="finished", report=dict(old, metrics=metrics))
+    page = page_of(user_client.get(reverse("runs:detail", args=[run.id])))
+    for part in ('id="run-phases"', 'id="phases-table"', 'id="run-signatures"', 'id="run-first-agent-call"', 'id="run-host-load"'):
+        assert part not in page, part
+    assert 'id="plan-table"' in page and "2.16×" in page and 'id="run-search"' in page  # the rest as before
+
+
+def test_a_report_with_partial_new_keys_shows_dashes_and_none(user_client, make_run, sample_report):
+    metrics = dict(sample_report["metrics"], signatures={"distinct": 5, "not_attempted": "junk"},
+                   time_to_first_agent_call_s=None)
+    del metrics["time_to_first_improved_plan_s"]
+    run = make_run(state="finished", report=dict(sample_report, metrics=metrics, phases_s={"_wall": 3.0}))
+    page = page_of(user_client.get(reverse("runs:detail", args=[run.id])))
+    assert re.sub(r"<[^>]+>", "", re.search(r'<dd id="run-first-agent-call">(.*?)</dd>', page, re.S).group(1)) == \
+        "none; first plan with agent work: —"
+    assert '<span id="run-signature-counts">5 distinct, — attempted, — won by Triton</span>' in page
+    assert 'id="run-signatures-missed"' not in page
+    rows = phase_rows(page)  # only the wall: it all shows as "other"
+    assert [(r["name"], r["cells"]) for r in rows] == [("_other", ["other", "3.0", "100%"])]
+
+
+def test_measured_timing_says_how_busy_the_host_was(user_client, make_run, sample_report):
+    timing = {"eager_ms": 2.0, "optimized_ms": 1.0, "speedup_vs_eager": 2.0,
+              "host": {"load_avg_1m": 3.24, "cpus": 16, "busy": 0.2}, "interleaved": True}
+    run = make_run(state="finished", report=dict(sample_report, timing=timing))
+    page = page_of(user_client.get(reverse("runs:detail", args=[run.id])))
+    timing_text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", re.search(r'<dd id="run-timing">(.*?)</dd>', page, re.S).group(1)))
+    assert timing_text == ("eager 2 ms, LEGO 1 ms (2.00× over eager); "
+                           "host load 3.2 on 16 CPUs while timing, eager and LEGO interleaved")
+
+
 def test_shared_page_is_read_only_and_works_logged_out(client, make_run, sample_report):
     run = make_run(state="finished", report=sample_report)
     token = run.create_share_token()
     page = page_of(client.get(reverse("runs:shared", args=[token])))
     assert json_script(page, "run-live")["share_token"] == token
-    for element_id in LIVE_IDS + ["plan-table", "run-summary"]:
+    for element_id in LIVE_IDS + ["plan-table", "run-summary", "phases-table", "run-signatures", "run-first-agent-call"]:
         assert f'id="{element_id}"' in page, element_id
+    assert [r["name"] for r in phase_rows(page)][:4] == ["load", "capture", "construct", "search"]
     # the same views, no controls at all
     for control in ('id="share-create"', 'id="share-revoke"', 'id="share-url"', "csrfmiddlewaretoken", "<form",
                     "New run", "Log out", "/api/"):
@@ -335,6 +425,7 @@ def test_report_html_is_self_contained_and_its_json_parses_back(finished_run, sa
     assert "\\u003C/script\\u003E" in text
     # the same server-rendered parts as the run page, no controls
     assert 'id="plan-table"' in text and "softmax chain" in text and 'id="run-e2e"' in text
+    assert len(phase_rows(text)) == 10 and 'id="run-signatures"' in text and 'id="run-first-agent-call"' in text
     for element_id in ("tree-view", "node-panel", "speedup-chart", "subproblem-chart", "run-speedup-live"):
         assert f'id="{element_id}"' in text
     assert "<form" not in text and "csrfmiddlewaretoken" not in text and 'id="run-live"' not in text

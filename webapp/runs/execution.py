@@ -153,6 +153,8 @@ def run_config(owner_id: int | None = None, agent: str = "template") -> Optimize
         agents=settings.LEGO_AGENTS,
         agent=agent,
         max_tokens=settings.LEGO_RUN_MAX_TOKENS,
+        max_search_s=settings.LEGO_RUN_MAX_SEARCH_S,
+        patience_s=settings.LEGO_RUN_PATIENCE_S,
         cache_dir=str(cache_dir / f"user-{owner_id}" if owner_id is not None else cache_dir / "shared"),
     )
 

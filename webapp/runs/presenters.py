@@ -7,6 +7,7 @@ from typing import Any
 
 from django.urls import reverse
 
+from lego_core.report import host_load, phase_breakdown, signature_counts
 from webapp.runs import queue
 from webapp.runs.models import Run, RunEvent
 
@@ -83,7 +84,56 @@ def run_page_context(run: Run, request, share_token: str | None = None) -> dict[
         "launch": report.get("launch") or {},
         "error_source_line": error_source_line(run),
         "agents": agents_view(report),
+        **time_views(report),
     }
+
+
+def _seconds_text(seconds: float) -> str:
+    """``0.04`` below a second, ``12.3`` from there on."""
+    return f"{seconds:.2f}" if seconds < 1 else f"{seconds:.1f}"
+
+
+def time_views(report: dict | None) -> dict[str, Any]:
+    """Where the run's time went and what its search reached, for the
+    summary (``runs/_run_summary.html``, ``runs/_run_phases.html``); each
+    key is None for a report that predates it (the page then leaves its
+    part out).
+
+    - ``phases``: ``lego_core.report.phase_breakdown`` with display text per
+      row (``seconds_text``, ``share_text``; ``percent``: the bar's width).
+    - ``signatures``: ``lego_core.report.signature_counts`` (counts None
+      where the report lacks one), ``not_attempted`` with ``share_text``.
+    - ``first_times``: ``agent_call`` and ``improved_plan``: "after 2.50 s"
+      or "none" (it never happened), "—" where the report lacks the key.
+    - ``host``: ``lego_core.report.host_load`` (``text``: "host load 3.2
+      on 16 CPUs while timing", ``interleaved``).
+    """
+    report = report or {}
+    phases = phase_breakdown(report)
+    if phases is not None:
+        for row in phases["rows"]:
+            share = row["share_of_wall"]
+            row.update(seconds_text=_seconds_text(row["seconds"]), share_text="" if share is None else f"{share * 100:.0f}%",
+                       percent=f"{row['fraction'] * 100:.1f}")
+        phases["wall_text"] = None if phases["wall_s"] is None else _seconds_text(phases["wall_s"])
+    signatures = signature_counts(report)
+    if signatures is not None:
+        for item in signatures["not_attempted"]:
+            item["share_text"] = "" if item["share"] is None else f"{item['share'] * 100:.1f}%"
+    metrics = report.get("metrics") or {}
+    first_times = None
+    keys = {"agent_call": "time_to_first_agent_call_s", "improved_plan": "time_to_first_improved_plan_s"}
+    if any(key in metrics for key in keys.values()):
+        first_times = {}
+        for name, key in keys.items():
+            value = metrics.get(key, "")
+            if value is None:
+                first_times[name] = "none"
+            elif isinstance(value, (int, float)) and not isinstance(value, bool):
+                first_times[name] = f"after {value:.2f} s"
+            else:
+                first_times[name] = "—"
+    return {"phases": phases, "signatures": signatures, "first_times": first_times, "host": host_load(report.get("timing"))}
 
 
 def agents_view(report: dict) -> dict[str, Any]:

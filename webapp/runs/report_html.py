@@ -110,6 +110,7 @@ def report_context(run: Run) -> dict:
         "timing": report.get("timing") or {},
         "error_source_line": presenters.error_source_line(run),
         "agents": presenters.agents_view(report),
+        **presenters.time_views(report),
         "events": events,
         "plotly_js": mark_safe(inline_script(read_static(PLOTLY_JS))),
         "styles": styles,

@@ -27,6 +27,11 @@ Environment variables:
 - ``LEGO_AGENTS``: how many agents work at once in one run (default 4).
 - ``LEGO_RUN_MAX_TOKENS``: a web run's hard LLM token budget, prompt plus
   completion, as the endpoint reports them (default 500000; 0: none).
+- ``LEGO_RUN_MAX_SEARCH_S`` / ``LEGO_RUN_PATIENCE_S``: a web run's search
+  budget in seconds, wall time and patience (no better plan for that long,
+  once every signature worth 1% of the library time was tried); default
+  lego_core's product defaults (``lego_core.config.DEFAULT_MAX_SEARCH_S``,
+  ``DEFAULT_PATIENCE_S``); 0 or ``none``: no limit.
 - ``LEGO_CACHE_DIR``: the persistent kernel cache the run workers share
   (default ``LEGO_VAR_DIR/kernel-cache``).
 - ``LEGO_AGENT_QUEUE``: the agents queue (default ``lego-agents``).
@@ -60,6 +65,8 @@ import os
 from pathlib import Path
 
 import dj_database_url
+
+from lego_core.config import DEFAULT_MAX_SEARCH_S, DEFAULT_PATIENCE_S
 
 BASE_DIR = Path(__file__).resolve().parents[3]  # the repository root
 WEBAPP_DIR = BASE_DIR / "webapp"
@@ -284,6 +291,20 @@ LEGO_RUN_LIMITS = {
 LEGO_AGENT_FANOUT = env_bool("LEGO_AGENT_FANOUT", True)
 LEGO_AGENTS = int(env("LEGO_AGENTS", "4"))
 LEGO_RUN_MAX_TOKENS = int(env("LEGO_RUN_MAX_TOKENS", "500000")) or None
+# a web run's search budget: wall seconds and patience (no better plan), lego_core's product defaults; 0: none
+def seconds_or_none(variable: str, default: float) -> float | None:
+    """``$variable`` as seconds: ``0`` or ``none`` for no limit; ValueError (the server does not start) for anything else not above 0."""
+    text = env(variable, str(default)).strip().lower()
+    if text in ("0", "none", ""):
+        return None
+    value = float(text)
+    if not 0 < value < float("inf"):
+        raise ValueError(f"{variable} must be a number of seconds above 0, 0 or none, got {text!r}")
+    return value
+
+
+LEGO_RUN_MAX_SEARCH_S = seconds_or_none("LEGO_RUN_MAX_SEARCH_S", DEFAULT_MAX_SEARCH_S)
+LEGO_RUN_PATIENCE_S = seconds_or_none("LEGO_RUN_PATIENCE_S", DEFAULT_PATIENCE_S)
 LEGO_AGENT_TIMEOUT_S = float(env("LEGO_AGENT_TIMEOUT_S", "300"))
 # the persistent kernel cache every run worker of this machine reads and writes
 LEGO_CACHE_DIR = env("LEGO_CACHE_DIR", str(VAR_DIR / "kernel-cache"))
