@@ -95,9 +95,13 @@ bench-search: $(STAMP)
 # won/attempted/distinct, mutations, agent calls, time to first plan,
 # optimizer wall and the run's reported speedup; --sidebyside then times every
 # output folder again with ../shared/tools/sidebyside.py and prints it beside
-# the reported and the bench's speedups.  JSON under bench/results/.
+# the reported and the bench's speedups (--sidebyside-runs N: medians of N;
+# --timing-cpu K: the runs' timing and the tool on the same CPU; eager of a
+# small model moves with the CPU it lands on).  JSON under bench/results/.
 # BENCH_ARGS passes options, e.g. BENCH_ARGS="--gpus 0,1 --dtypes bf16
 # --models gpt_stack,lstm2 --skip-search" or "--jobs 4 --sidebyside".
+# Issue 26's acceptance run: BENCH_ARGS="--sets reference,bench,breadth
+# --dtypes bf16 --jobs 4 --no-bench-timing --sidebyside --sidebyside-runs 3".
 bench-gpu: $(STAMP)
 	$(PY) bench/gpu_models.py $(BENCH_ARGS)
 

@@ -153,8 +153,13 @@ def out_folder(out_root: Path, entry: Entry, dtype: str, device: str) -> Path:
     return Path(out_root) / f"{entry.name}-{dtype}-{device}"
 
 
-def _child_env(device: str = "cuda") -> dict:
+def _child_env(device: str = "cuda", timing_cpu: int | None = None) -> dict:
+    """The optimizer's and the tools' environment: this one, with the
+    checkout on PYTHONPATH; ``timing_cpu``: ``LEGO_TIMING_CPUS`` (the run's
+    own timing thread held to that CPU)."""
     env = dict(os.environ)
+    if timing_cpu is not None:
+        env["LEGO_TIMING_CPUS"] = str(timing_cpu)
     if device == "cpu":
         env.setdefault("TRITON_INTERPRET", "1")  # no GPU: Triton's interpreter (set before triton is imported)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
@@ -162,7 +167,7 @@ def _child_env(device: str = "cuda") -> dict:
 
 
 def run_search(entry: Entry, dtype: str, device: str, out_root: Path, timeout_s: float, extra: list[str], grace_s: float = SEARCH_GRACE_S,
-               compile_too: bool = False) -> dict:
+               compile_too: bool = False, timing_cpu: int | None = None) -> dict:
     """Run the optimizer on one model in its own process (``python -m lego_core optimize``).
 
     Returns and stores beside the folder (``<folder>.search.json``):
@@ -171,7 +176,8 @@ def run_search(entry: Entry, dtype: str, device: str, out_root: Path, timeout_s:
     Its full output goes to ``<folder>.search.log``.  The optimizer gets
     ``--timeout timeout_s``; its process group is killed ``grace_s`` later.
     ``compile_too``: let it measure torch.compile too (``--no-compile``
-    otherwise: bench-gpu times torch.compile itself).
+    otherwise: bench-gpu times torch.compile itself); ``timing_cpu``: hold
+    the run's own timing thread to that CPU (``LEGO_TIMING_CPUS``).
     """
     folder = out_folder(out_root, entry, dtype, device)
     folder.parent.mkdir(parents=True, exist_ok=True)
@@ -183,7 +189,7 @@ def run_search(entry: Entry, dtype: str, device: str, out_root: Path, timeout_s:
     started = time.monotonic()
     info: dict = {"search_cmd": " ".join(cmd)}
     with open(log, "w") as out:
-        rc = run_group(cmd, timeout_s + grace_s, stdout=out, env=_child_env(device))
+        rc = run_group(cmd, timeout_s + grace_s, stdout=out, env=_child_env(device, timing_cpu))
     info["search_rc"] = rc
     if rc is None:
         info["search_error"] = f"search timed out after {timeout_s:g} s"
@@ -422,7 +428,7 @@ def search_all(entries: list[Entry], dtype: str, args) -> dict[str, str]:
         cut = left is not None and left < args.timeout
         timeout = left if cut else args.timeout
         info = run_search(entry, dtype, args.device, args.out_dir, timeout, args.search_arg, DEADLINE_GRACE_S if cut else SEARCH_GRACE_S,
-                          compile_too=args.no_bench_timing)  # the run then times torch.compile itself, as by default
+                          compile_too=args.no_bench_timing, timing_cpu=args.timing_cpu)  # the run then times torch.compile itself, as by default
         status = "ok" if info.get("search_rc") == 0 else info.get("search_error", "")
         print(f"[{time.strftime('%H:%M:%S')}] searched {entry.name} {dtype}: {status} ({info.get('search_s', 0):.0f} s)", flush=True)
         return None
@@ -520,6 +526,7 @@ def _forwarded_args(args) -> list[str]:
     out += ["--skip-search"] if args.skip_search else []
     out += ["--search-only"] if args.search_only else []
     out += ["--no-bench-timing"] if args.no_bench_timing else []
+    out += ["--timing-cpu", str(args.timing_cpu)] if args.timing_cpu is not None else []
     out += ["--tol", str(args.tol)] if args.tol is not None else []
     out += [f"--search-arg={a}" for a in args.search_arg]
     out += ["--deadline", str(args.deadline)] if args.deadline else []
@@ -708,6 +715,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--gpus", default=None, help="comma-separated GPU indices; one worker per GPU")
     parser.add_argument("--jobs", type=int, default=1,
                         help="optimizer runs at once (per GPU; each timing inside a search holds the GPU alone); the bench's timing stays one process, after the searches")
+    parser.add_argument("--timing-cpu", type=int, default=None, metavar="K",
+                        help="hold every timing thread to CPU K: the runs' own (LEGO_TIMING_CPUS) and sidebyside.py's (taskset -c K), so both time on the same CPU")
+    parser.add_argument("--sidebyside-runs", type=int, default=1, metavar="N",
+                        help="run sidebyside.py N times over the folders; each time is the median of the N (default 1)")
     parser.add_argument("--no-bench-timing", action="store_true",
                         help="skip the bench's own timing pass (rows from report.json only); with --sidebyside the independent tool times the folders")
     parser.add_argument("--sidebyside", action="store_true",

@@ -21,6 +21,7 @@ the bench row's report field), the bench's ``bench_lego_vs_eager``, and
 from __future__ import annotations
 
 import json
+import statistics
 import sys
 import tempfile
 import time
@@ -114,19 +115,51 @@ def run_pass(bench_rows: list[dict], entries: list, dtype: str, args, env: dict 
         limit = min(limit, left + gm.DEADLINE_GRACE_S)
     options = ["--model-timeout", str(int(per_model))] + (["--modes", ",".join(args.modes)] if args.modes else [])
     cmd = gm.sidebyside_argv(todo, entries, dtype, python=sys.executable, options=options)
+    cpu = getattr(args, "timing_cpu", None)
+    if cpu is not None:  # the same CPU the runs' own timing was held to (LEGO_TIMING_CPUS)
+        cmd = ["taskset", "-c", str(cpu)] + cmd
     log = Path(args.out_dir) / f"sidebyside-{dtype}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
-    started = time.monotonic()
-    print(f"[{time.strftime('%H:%M:%S')}] sidebyside {dtype}: {len(todo)} models", flush=True)
-    with tempfile.TemporaryFile(mode="w+") as out, open(log, "w") as err:
-        rc = gm.run_group(cmd, limit, stdout=out, stderr=err, env=env or gm._child_env(args.device))
-        out.seek(0)
-        text = out.read()
-    with open(log, "a") as keep:
-        keep.write(f"\n# stdout\n{text}")
-    status = f"exit {rc}" if rc is not None else f"timed out after {limit:g} s"
-    print(f"[{time.strftime('%H:%M:%S')}] sidebyside {dtype}: {status} ({time.monotonic() - started:.0f} s)", flush=True)
-    return merge(rows, parse_lines(text), f"sidebyside.py gave no line for it ({status}; {log})")
+    runs = max(1, int(getattr(args, "sidebyside_runs", 1) or 1))
+    results, statuses = [], []
+    for k in range(runs):
+        started = time.monotonic()
+        print(f"[{time.strftime('%H:%M:%S')}] sidebyside {dtype}: {len(todo)} models (run {k + 1} of {runs})", flush=True)
+        with tempfile.TemporaryFile(mode="w+") as out, open(log, "w" if k == 0 else "a") as err:
+            rc = gm.run_group(cmd, limit, stdout=out, stderr=err, env=env or gm._child_env(args.device))
+            out.seek(0)
+            text = out.read()
+        with open(log, "a") as keep:
+            keep.write(f"\n# stdout of run {k + 1}\n{text}")
+        statuses.append(f"exit {rc}" if rc is not None else f"timed out after {limit:g} s")
+        print(f"[{time.strftime('%H:%M:%S')}] sidebyside {dtype}: {statuses[-1]} ({time.monotonic() - started:.0f} s)", flush=True)
+        results.append(parse_lines(text))
+    return merge(rows, median_rows(results), f"sidebyside.py gave no line for it ({'; '.join(dict.fromkeys(statuses))}; {log})")
+
+
+def median_rows(runs: list[list[dict]]) -> list[dict]:
+    """One row per model from several sidebyside.py runs over the same
+    folders: each ``*_ms`` field the median of the runs that gave it (with
+    ``<field>_runs``, the values, in run order), the other fields from the
+    first run that named the model.  Eager of a small model is launch bound
+    and its time moves with the CPU the process lands on (2.0-2.7x for one
+    folder in three runs a minute apart on the H200 machine): one run is
+    one sample."""
+    by_model: dict[str, list[dict]] = {}
+    for rows in runs:
+        for row in rows:
+            by_model.setdefault(row["model"], []).append(row)
+    out = []
+    for model, rows in by_model.items():
+        merged = dict(rows[0])
+        for key in {k for row in rows for k in row if k.endswith("_ms")}:
+            values = [row[key] for row in rows if isinstance(row.get(key), (int, float))]
+            if values:
+                merged[key] = statistics.median(values)
+                if len(rows) > 1:
+                    merged[f"{key}_runs"] = values
+        out.append(merged)
+    return out
 
 
 def summary(rows: list[dict]) -> dict:

@@ -350,3 +350,34 @@ def test_sidebyside_without_the_tool_stops_before_any_search(tmp_path, monkeypat
     with pytest.raises(SystemExit, match="absent.py"):
         gm.main(["--device", "cpu", "--sets", "bench", "--models", "transformer12", "--sidebyside", "--out-dir", str(tmp_path)])
     assert gm.sidebyside_command([], [], "fp32").split()[1] == str(tmp_path / "absent.py")
+
+
+def test_several_sidebyside_runs_give_medians():
+    runs = [
+        [{"model": "a", "eager_ms": 1.0, "lego_ms": 0.5, "lego_claims": 2.0}],
+        [{"model": "a", "eager_ms": 3.0, "lego_ms": 0.6}, {"model": "b", "eager_ms": 2.0, "lego_ms": 1.0}],
+        [{"model": "a", "eager_ms": 2.0, "lego_ms": 0.4, "default_ms": 0.9}],
+    ]
+    a, b = sidebyside_pass.median_rows(runs)
+    assert a["eager_ms"] == 2.0 and a["eager_ms_runs"] == [1.0, 3.0, 2.0]
+    assert a["lego_ms"] == pytest.approx(0.5) and a["default_ms"] == 0.9 and a["lego_claims"] == 2.0
+    assert b == {"model": "b", "eager_ms": 2.0, "lego_ms": 1.0}  # one run: its own numbers
+
+
+def test_timing_cpu_pins_the_tool_and_the_runs(tmp_path, fake_sidebyside, monkeypatch):
+    args, entries, rows = _sbs_setup(tmp_path)
+    args = gm.parse_args(["--device", "cpu", "--dtypes", "bf16", "--sets", "bench", "--out-dir", str(tmp_path / "out"),
+                          "--modes", "default,reduce-overhead", "--timing-cpu", "0", "--sidebyside-runs", "2"])
+    commands = []
+    real = gm.run_group
+
+    def recording(cmd, timeout_s, **popen):
+        commands.append(list(cmd))
+        return real(cmd, timeout_s, **popen)
+
+    monkeypatch.setattr(gm, "run_group", recording)
+    sbs = sidebyside_pass.run_pass(rows, entries, "bf16", args)
+    assert len(commands) == 2 and all(cmd[:3] == ["taskset", "-c", "0"] for cmd in commands)
+    assert sbs[0]["sbs_eager_ms"] == 10.0  # the median of two equal runs
+    assert gm._child_env("cuda", 0)["LEGO_TIMING_CPUS"] == "0" and "LEGO_TIMING_CPUS" not in gm._child_env("cuda")
+    assert ["--timing-cpu", "0"] == gm._forwarded_args(args)[gm._forwarded_args(args).index("--timing-cpu"):][:2]
