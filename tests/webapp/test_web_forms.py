@@ -169,3 +169,35 @@ def test_the_setting_reads_the_environment(monkeypatch):
     finally:
         monkeypatch.delenv("LEGO_WORKER_CUDA")
         importlib.reload(base)
+
+
+def test_a_web_run_has_the_products_search_budget(monkeypatch):
+    import importlib
+
+    import webapp.config.settings.base as base
+    from lego_core.config import DEFAULT_MAX_SEARCH_S, DEFAULT_PATIENCE_S
+
+    try:
+        monkeypatch.delenv("LEGO_RUN_MAX_SEARCH_S", raising=False)
+        monkeypatch.delenv("LEGO_RUN_PATIENCE_S", raising=False)
+        fresh = importlib.reload(base)
+        assert (fresh.LEGO_RUN_MAX_SEARCH_S, fresh.LEGO_RUN_PATIENCE_S) == (DEFAULT_MAX_SEARCH_S, DEFAULT_PATIENCE_S)
+        for value, expected in (("none", None), ("0", None), ("45", 45.0), ("2.5", 2.5)):
+            monkeypatch.setenv("LEGO_RUN_PATIENCE_S", value)
+            assert importlib.reload(base).LEGO_RUN_PATIENCE_S == expected, value
+        for bad in ("-1", "inf", "soon"):
+            monkeypatch.setenv("LEGO_RUN_MAX_SEARCH_S", bad)
+            with pytest.raises(ValueError):
+                importlib.reload(base)
+    finally:
+        monkeypatch.delenv("LEGO_RUN_MAX_SEARCH_S", raising=False)
+        monkeypatch.delenv("LEGO_RUN_PATIENCE_S", raising=False)
+        importlib.reload(base)
+
+
+def test_a_web_runs_config_carries_the_search_budget(settings):
+    from webapp.runs.execution import run_config
+
+    settings.LEGO_RUN_MAX_SEARCH_S, settings.LEGO_RUN_PATIENCE_S = 77.0, None
+    config = run_config(owner_id=1)
+    assert config.max_search_s == 77.0 and config.patience_s is None
