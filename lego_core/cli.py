@@ -26,7 +26,7 @@ from lego_core.errors import OptimizeError
 from lego_core.events import Event
 from lego_core.load.override_checks import check_overrides_in_source
 from lego_core.load.spec import DEVICES, DTYPE_NAMES, ProblemError, ProblemSpec, format_override, parse_overrides, read_source
-from lego_core.report import host_load, phase_breakdown, signature_counts
+from lego_core.report_view import host_load, phase_breakdown, signature_counts
 from lego_core.runtime.sandbox import ChildCrashed
 
 

@@ -927,3 +927,16 @@ def test_a_queued_run_page_follows_its_place_in_the_queue_and_its_cancel(second_
         assert page.lego_log["errors"] == []
     finally:
         page.context.close()
+
+
+def test_the_web_process_renders_reports_without_importing_torch():
+    """The run page's presenters read report.json through lego_core.report_view, which imports no torch
+    (lego_core.report builds reports from a search and pulls torch in: a page view must not)."""
+    import subprocess
+    import sys
+
+    code = ("import os, sys; os.environ['DJANGO_SETTINGS_MODULE'] = 'webapp.config.settings.base'; import django; django.setup(); "
+            "import webapp.runs.presenters, webapp.runs.views, lego_core.report_view; print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=str(Path(__file__).resolve().parents[2]))
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "False"

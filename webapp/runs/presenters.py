@@ -7,7 +7,7 @@ from typing import Any
 
 from django.urls import reverse
 
-from lego_core.report import host_load, phase_breakdown, signature_counts
+from lego_core.report_view import host_load, phase_breakdown, signature_counts
 from webapp.runs import queue
 from webapp.runs.models import Run, RunEvent
 
@@ -99,13 +99,13 @@ def time_views(report: dict | None) -> dict[str, Any]:
     key is None for a report that predates it (the page then leaves its
     part out).
 
-    - ``phases``: ``lego_core.report.phase_breakdown`` with display text per
+    - ``phases``: ``lego_core.report_view.phase_breakdown`` with display text per
       row (``seconds_text``, ``share_text``; ``percent``: the bar's width).
-    - ``signatures``: ``lego_core.report.signature_counts`` (counts None
+    - ``signatures``: ``lego_core.report_view.signature_counts`` (counts None
       where the report lacks one), ``not_attempted`` with ``share_text``.
     - ``first_times``: ``agent_call`` and ``improved_plan``: "after 2.50 s"
       or "none" (it never happened), "—" where the report lacks the key.
-    - ``host``: ``lego_core.report.host_load`` (``text``: "host load 3.2
+    - ``host``: ``lego_core.report_view.host_load`` (``text``: "host load 3.2
       on 16 CPUs while timing", ``interleaved``).
     """
     report = report or {}
