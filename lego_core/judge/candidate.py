@@ -301,8 +301,6 @@ class CandidateJudge:
             except Exception as exc:  # noqa: BLE001 - a price, not a verdict: the estimate stays
                 self.emit(TranscriptMessage(node_id=leaf.id, agent="judge", role="system",
                                             content=f"timing the library ops failed ({type(exc).__name__}: {str(exc)[:200]}); the cost model's estimate stays"))
-            finally:
-                sets = None
 
     def library_times(self, leaves: list[OrNode]) -> dict[str, float]:
         """Measured ms of the library (ATen) ops of each of ``leaves``, keyed by
@@ -319,15 +317,14 @@ class CandidateJudge:
         phase.  Only on a GPU run (``measure``); RuntimeError otherwise."""
         if not self.measure:
             raise RuntimeError("library times are only measured on a GPU run (timing='auto', device='cuda')")
-        todo = []
         with self.lane:
+            todo: dict[str, OrNode] = {}  # one leaf per signature not measured yet
             for leaf in leaves:
-                sig = leaf.sub.signature
-                if sig not in self.library_by_signature and all(sig != other.sub.signature for other in todo):
-                    todo.append(leaf)
+                if leaf.sub.signature not in self.library_by_signature:
+                    todo.setdefault(leaf.sub.signature, leaf)
             if todo:
                 with self._gpu_alone(), self.tracking():
-                    for leaf in todo:
+                    for leaf in todo.values():
                         self._time_library(leaf)
                 self.library_batches += 1
             return {leaf.sub.signature: self.library_by_signature[leaf.sub.signature] for leaf in leaves if leaf.sub.signature in self.library_by_signature}

@@ -41,6 +41,7 @@ from pathlib import Path
 
 from lego_core.load import local_modules
 from lego_core.load.spec import ProblemError, overrides_to_json
+from lego_core.phases import PHASES, SEQUENTIAL
 from lego_core.runtime import output, sandbox
 
 REQUIRED = ("optimized_model.py", "reference_model.py", "lego_runtime.py", "lego_overrides.py", "report.json")
@@ -159,7 +160,38 @@ def check_report(path: Path, report: dict, run_id: str, spec) -> dict:
     error = summary.get("e2e_max_abs_error")
     if not (error is None or (isinstance(error, (int, float)) and not isinstance(error, bool))):  # NaN where both gave NaN
         raise _refusal("its report's end-to-end error is not a number")
+    if summary["triton"] + summary["library"] > summary["subproblems"]:
+        raise _refusal("its report counts more kernels and library calls than sub-problems")
+    _check_phases(report.get("phases_s"))
+    _check_signatures((report.get("metrics") or {}).get("signatures") if isinstance(report.get("metrics"), dict) else None)
     return report
+
+
+def _check_phases(phases) -> None:
+    """``report["phases_s"]`` (``lego_core.phases``): absent, or known phase
+    names with finite seconds of at least 0 and a ``_wall`` the pipeline's
+    stages fit in (1 s of rounding allowed); refused otherwise."""
+    if phases is None:
+        return
+    if not isinstance(phases, dict) or not set(phases) <= {*PHASES, "_wall"} or "_wall" not in phases:
+        raise _refusal("its report's phase times name phases LEGO does not have")
+    if not all(_number(v) and v >= 0 for v in phases.values()):
+        raise _refusal("its report's phase times are not seconds")
+    if sum(v for k, v in phases.items() if k in SEQUENTIAL) > phases["_wall"] + 1.0:
+        raise _refusal("its report's pipeline stages take longer than its wall time")
+
+
+def _check_signatures(sig) -> None:
+    """``report["metrics"]["signatures"]`` (``search.pricing``): absent, or
+    counts that are counts and agree (attempted, won, above 1% within the
+    distinct signatures; above 1% attempted within both); refused otherwise."""
+    if sig is None:
+        return
+    keys = ("distinct", "attempted", "won", "above_1pct", "above_1pct_attempted")
+    if not isinstance(sig, dict) or not all(isinstance(sig.get(k), int) and not isinstance(sig.get(k), bool) and sig[k] >= 0 for k in keys):
+        raise _refusal("its report's signature counts are not counts")
+    if max(sig["attempted"], sig["won"], sig["above_1pct"]) > sig["distinct"] or sig["above_1pct_attempted"] > min(sig["above_1pct"], sig["attempted"]):
+        raise _refusal("its report's signature counts contradict each other")
 
 
 def _check_file(stage: Path, path: Path) -> None:

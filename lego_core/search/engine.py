@@ -46,7 +46,6 @@ agent handed the whole model as one sub-problem, with the same budget.
 from __future__ import annotations
 
 import concurrent.futures
-import contextlib
 import dataclasses
 import math
 from pathlib import Path
@@ -57,7 +56,7 @@ from lego_core.config import OptimizeConfig
 from lego_core.cost import costing
 from lego_core.events import NodeFinished, NodeStarted, PlanImproved, Progress, Sink, Timing, TranscriptMessage, thread_safe
 from lego_core.judge.candidate import CandidateJudge
-from lego_core.phases import PhaseClock
+from lego_core.phases import PhaseClock, phase_or_nothing
 from lego_core.search import pricing
 from lego_core.search.agents_at_work import AgentsAtWork
 from lego_core.search.budget import SearchBudget
@@ -152,12 +151,12 @@ class Search:
                 self.add_library(leaf)  # the cost model's price: no GPU time before agent work
             baseline = best_plan(self.tree, self.config.force_triton)
             self.plan_changed(baseline)
-            self.first_plan_s = self.budget.elapsed()
+            self.first_plan_s = self.cost_over_time[0][0]  # the library plan's point of the curve
             if working:
                 self.solve_all(self._open_nodes())
                 self.top_down_s = self.budget.elapsed()
                 if self.config.mutation and self.config.strategy == "lego":
-                    with (self.phases.phase("mutation") if self.phases else contextlib.nullcontext()):
+                    with phase_or_nothing(self.phases, "mutation"):
                         mutate(self)
             else:
                 self.top_down_s = self.budget.elapsed()

@@ -52,8 +52,7 @@ def mutate(search) -> None:
         search.measure_library([item for proposal in batch for item in proposal.items if item.chosen.implementation == "library"])
         search.reprice()
         fused = [attach(search, proposal, plan) for proposal in batch]
-        search.solve_all([node for node in fused if search.agent.can_attempt(node.sub)])
-        search.reprice()
+        search.solve_all([node for node in fused if search.agent.can_attempt(node.sub)])  # each finished node re-prices
         for proposal, node in zip(batch, fused):
             if record(search.mutations, proposal, node):
                 combine(search, proposal, node)

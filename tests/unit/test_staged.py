@@ -27,9 +27,14 @@ def honest_report(spec: ProblemSpec) -> dict:
     return {
         "model": spec.name, "overrides": dict(spec.overrides), "dtype": spec.dtype, "device": spec.device, "run_id": RUN_ID,
         "plan": {"speedup": 1.7}, "end_to_end": {"passed": True, "max_abs_error": float("nan")},
+        "phases_s": {"startup": 3.0, "load": 0.5, "search": 4.0, "verification": 6.5, "_wall": 8.0},
+        "metrics": {"signatures": SIGNATURES},
         "summary": {"model": spec.name, "subproblems": 2, "triton": 1, "library": 1, "e2e_max_abs_error": 1e-6,
                     "e2e_passed": True, "speedup": 1.7, "speedup_kind": "estimated", "launch": "plan"},
     }
+
+
+SIGNATURES = {"distinct": 5, "attempted": 4, "won": 2, "above_1pct": 3, "above_1pct_attempted": 3, "not_attempted": [], "top": []}
 
 
 @pytest.fixture
@@ -113,8 +118,18 @@ def test_a_file_over_its_size_limit_is_refused(stage, monkeypatch):
     (lambda r: r["summary"].update(e2e_passed=False), "does not say the composed model passed"),
     (lambda r: r["summary"].update(triton="<script>"), "counts of sub-problems"),
     (lambda r: r["summary"].update(launch="x" * 1000), "short text"),
+    (lambda r: r["summary"].update(triton=12345), "more kernels and library calls than sub-problems"),
+    (lambda r: r.update(phases_s={"bogus phase": 1.0, "_wall": 5.0}), "phases LEGO does not have"),
+    (lambda r: r.update(phases_s={"search": 1e300, "_wall": 5.0}), "stages take longer than its wall time"),
+    (lambda r: r.update(phases_s={"search": -1.0, "_wall": 5.0}), "not seconds"),
+    (lambda r: r.update(phases_s={"search": 1.0, "_wall": True}), "not seconds"),
+    (lambda r: r.update(phases_s={"search": 1.0}), "phases LEGO does not have"),
+    (lambda r: r.update(metrics={"signatures": dict(SIGNATURES, won=-3)}), "signature counts are not counts"),
+    (lambda r: r.update(metrics={"signatures": dict(SIGNATURES, attempted=7)}), "contradict each other"),
+    (lambda r: r.update(metrics={"signatures": dict(SIGNATURES, above_1pct_attempted=9)}), "contradict each other"),
 ], ids=["file-differs", "run-id", "model", "summary-model-html", "speedup-html", "speedup-inf", "speedup-negative", "not-passed",
-        "count-html", "long-launch"])
+        "count-html", "long-launch", "more-kernels-than-subproblems", "unknown-phase", "stage-past-wall", "negative-phase",
+        "bool-wall", "no-wall", "negative-signature-count", "attempted-past-distinct", "above-1pct-attempted-past-above-1pct"])
 def test_a_forged_report_is_refused(stage, forge, expected):
     folder, report, spec = stage
     if expected.startswith("not the report"):
