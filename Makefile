@@ -41,18 +41,28 @@ browser:
 # one run at a time, in a prefork pool process it replaces when it dies), the
 # agents worker (agent calls and the reaper, LEGO_AGENT_QUEUE, in threads)
 # and beat, which sends the reaper (runs.reap) every LEGO_REAP_EVERY_S to
-# fail runs whose worker stopped answering.  Ctrl-C stops all four.  DEBUG
-# is off (the app's own error pages; set DJANGO_DEBUG=1 for Django's debug
-# pages); --insecure serves static files.
+# fail runs whose worker stopped answering.  Ctrl-C stops all four, and so
+# does any one of them stopping on its own (a web app with a dead worker
+# would take runs that never start; the message names the one that
+# stopped, and queued runs are sent again at the next start).  DEBUG is off
+# (the app's own error pages; set DJANGO_DEBUG=1 for Django's debug pages);
+# --insecure serves static files.
 run: $(STAMP) sandbox
 	$(PY) manage.py migrate --noinput -v 0
 	$(PY) manage.py ensure_dev_user --url http://$(HOST):$(PORT)/
-	@$(INTERPRET) $(PY) -m celery -A webapp.config --quiet worker --loglevel INFO & worker=$$!; \
+	@$(INTERPRET) $(PY) -m celery -A webapp.config --quiet worker --loglevel INFO & run_worker=$$!; \
 	$(PY) -m celery -A webapp.config --quiet worker --loglevel INFO -n agents@%h \
-	  -Q $${LEGO_AGENT_QUEUE:-lego-agents} --pool threads --concurrency 8 & agents=$$!; \
+	  -Q $${LEGO_AGENT_QUEUE:-lego-agents} --pool threads --concurrency 8 & agents_worker=$$!; \
 	$(PY) -m celery -A webapp.config --quiet beat --loglevel INFO & beat=$$!; \
-	trap 'kill $$worker $$agents $$beat 2>/dev/null; wait $$worker $$agents $$beat' EXIT; \
-	$(PY) manage.py runserver --noreload --insecure $(HOST):$(PORT)
+	$(PY) manage.py runserver --noreload --insecure $(HOST):$(PORT) & web_server=$$!; \
+	trap 'kill $$run_worker $$agents_worker $$beat $$web_server 2>/dev/null; wait $$run_worker $$agents_worker $$beat $$web_server' EXIT; \
+	trap 'exit 130' INT TERM; \
+	wait -n -p stopped $$run_worker $$agents_worker $$beat $$web_server; status=$$?; \
+	for name in run_worker agents_worker beat web_server; do \
+	  if [ "$${!name}" = "$$stopped" ]; then \
+	    echo "make run: the $$name process stopped (exit status $$status); stopping the others" >&2; fi; \
+	done; \
+	exit $$(( status == 0 ? 1 : status ))
 
 # pytest's exit status 5 (no test collected) is not a failure here.  The
 # load test measures delivery rate and latency, so it runs last and alone,

@@ -4,6 +4,7 @@ server), logs in as the printed development user and optimizes a tiny model
 over HTTP."""
 import os
 import re
+import signal
 import socket
 
 import pytest
@@ -80,3 +81,31 @@ def test_make_run_serves_a_working_app_on_embedded_defaults(
     assert download.headers["Content-Type"] == "application/zip"
     names = check_download(download.content, shared_models / MODEL, overrides)
     assert any(n.endswith("/optimized_model.py") for n in names)
+
+    # a worker that dies takes ``make run`` down with it, saying which one
+    # stopped, instead of leaving a web app whose runs never start
+    workers = run_worker_pids(proc.pid)
+    assert workers, "no run worker found in make run's process group"
+    for pid in workers:
+        os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: proc.poll() is not None, 60, "make run to stop after its run worker died", log)
+    assert proc.returncode != 0
+    assert "make run: the run_worker process stopped" in log.read_text()
+
+
+def run_worker_pids(group: int) -> list:
+    """The processes of process group ``group`` that are the run worker (the
+    Celery worker without ``-n agents@``) or its pool."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            if os.getpgid(int(entry)) != group:
+                continue
+            argv = open(f"/proc/{entry}/cmdline", "rb").read().split(b"\0")
+        except (OSError, ProcessLookupError):
+            continue
+        if b"celery" in argv and b"worker" in argv and not any(a.startswith(b"agents@") for a in argv):
+            pids.append(int(entry))
+    return pids

@@ -200,6 +200,9 @@ if REDIS_URL:
     CELERY_BROKER_URL = REDIS_URL
 else:
     CELERY_BROKER_URL = "filesystem://localhost//"
+    # kombu's filesystem transport with messages written whole and claimed
+    # once (stock kombu lets a worker read a half-written message and die)
+    CELERY_BROKER_TRANSPORT = "webapp.config.file_broker:Transport"
     # data_folder_in and data_folder_out must be the same folder, or the
     # worker never sees the tasks the web process writes (celery issue 3564)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
@@ -222,7 +225,8 @@ if REDIS_URL:
     CELERY_RESULT_BACKEND = REDIS_URL
 else:
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-    CELERY_RESULT_BACKEND = f"file://{RESULTS_DIR}"
+    # Celery's file:// backend, with result files replaced whole
+    CELERY_RESULT_BACKEND = f"webapp.config.file_broker:ResultBackend+file://{RESULTS_DIR}"
 CELERY_RESULT_EXPIRES = 3600  # proposals are read within seconds and then deleted
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
