@@ -428,7 +428,7 @@ def test_a_forward_whose_output_changes_between_identical_calls_is_refused_at_lo
 
 def test_a_config_field_forward_writes_without_changing_outputs_is_not_guarded(tmp_path):
     """A logging counter in a config object: loaded, and left out of what ModelNew guards (its plan never counts)."""
-    problem = load_problem(ProblemSpec(str(write_model(tmp_path, "logging", LOGGING_COUNTER)), {}))
+    problem = load_problem(ProblemSpec(str(write_model(tmp_path, "logging_counter", LOGGING_COUNTER)), {}))
     capture_graph(problem)
     assert problem.written_fields == ["config.calls"]
     from lego_core.load.module_attributes import baked_fields

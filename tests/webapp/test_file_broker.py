@@ -139,7 +139,9 @@ def test_under_concurrent_writers_and_consumers_every_message_arrives_once_and_w
     web process, beat and two workers are under ``make run``.  (With
     ``transport="kombu.transport.filesystem:Transport"`` this fails: a
     consumer dies on an empty message.)"""
-    ctx = mp.get_context("spawn")
+    # fork, not spawn: a spawned child re-imports this module on the parent's sys.path, which other
+    # tests of the same worker may have changed (a model folder holding a logging.py, once)
+    ctx = mp.get_context("fork")
     writers, per_writer, size = 2, 300, 20_000
     got, errors, stop = ctx.Queue(), ctx.Queue(), ctx.Event()
     consumers = [ctx.Process(target=_consume, args=(str(tmp_path), "lego", got, errors, stop, transport)) for _ in range(2)]
