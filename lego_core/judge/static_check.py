@@ -21,6 +21,15 @@ reshapes and launches.  :func:`calls_back_into_reference` reads its source
 * assignments to PyTorch, Triton or LEGO objects, also through a local alias
   (``cls = torch.nn.Softmax; cls.forward = ...``).
 
+Then, whatever the region, every candidate passes the allow-list of
+``lego_core.judge.host_allowlist`` (profile ``"candidate"``): only the node
+types, imports, names and attributes a Triton kernel file needs, and nothing
+that outlives a call (no class, ``match``, ``global``, decorator but
+``@triton.jit``, module-level state written at run time, mutable default,
+function used as a value, attribute assignment).  This list of what is
+refused names the common roads with a precise reason; the allow-list closes
+the ones nobody listed (issue 27).
+
 It is the first of the verifier's defences, cheap and explainable; what a
 static reading cannot see (a patch made through a value computed at run
 time) is caught by the executor's tamper snapshot (``judge.process.child.Snapshot``)
@@ -35,6 +44,7 @@ import ast
 from typing import Sequence
 
 from lego_core import ops
+from lego_core.judge import host_allowlist
 from lego_core.load.spec import syntax_error_text
 
 
@@ -148,7 +158,10 @@ def calls_back_into_reference(source: str, region_ops: Sequence[str], library_op
     a region op (``torch.softmax``, ``F.layer_norm``,
     ``torch.ops.aten.<op>``, ``x.softmax(...)``), any heavy op
     (``torch.matmul``, ``@``, convolutions, attention, norms), an ``nn``
-    compute module, ``torch.compile`` and friends, or ``eval``/``exec``.
+    compute module, ``torch.compile`` and friends, or ``eval``/``exec``;
+    then when it is not within the allow-list every kernel file must pass
+    (``host_allowlist.refusal(source, profile="candidate")``: node types,
+    imports, names, attributes, no state kept between calls).
     Returns None when none of these is found.  ``region_ops``: ATen op names
     such as ``"aten._softmax.default"``.  ``library_ops``: ops the
     sub-problem's form hands to the library on purpose (a ``conv_bn``
@@ -168,7 +181,7 @@ def calls_back_into_reference(source: str, region_ops: Sequence[str], library_op
     if not checker.launched:
         names = ", ".join(sorted(checker.jit_functions))
         return f"no @triton.jit kernel is launched (expected {names}[grid](...))"
-    return None
+    return host_allowlist.refusal(source, profile="candidate")
 
 
 def unsafe_host_code(source: str) -> str | None:
@@ -178,14 +191,13 @@ def unsafe_host_code(source: str) -> str | None:
     source parses, defines and launches a ``@triton.jit`` kernel, imports
     nothing beyond :data:`ALLOWED_IMPORTS`, reaches no :data:`EVASIVE_NAMES`,
     :data:`EVASIVE_ATTRIBUTES` or :data:`DANGEROUS_ROUTES`, assigns to no
-    PyTorch, Triton or LEGO object), then the allow-list of
-    ``lego_core.judge.host_allowlist``: only the imports, names and attributes the
-    template agent's kernel files use.  Heavy library calls are not judged
+    PyTorch, Triton or LEGO object, passes the candidates' allow-list), then
+    the allow-list of ``lego_core.judge.host_allowlist`` with the cache's
+    profile: only the imports, names and attributes the template agent's
+    kernel files use.  Heavy library calls are not judged
     here (that needs the region's ops).  The kernel cache's writer checks
     forwarded entries with it (``cache.store_forwarded``)."""
-    from lego_core.judge import host_allowlist
-
-    return calls_back_into_reference(source, (), library_ops=tuple(_ALWAYS_FORBIDDEN)) or host_allowlist.refusal(source)
+    return calls_back_into_reference(source, (), library_ops=tuple(_ALWAYS_FORBIDDEN)) or host_allowlist.refusal(source, profile="cache")
 
 
 class _CallbackChecker(ast.NodeVisitor):
@@ -270,7 +282,8 @@ class _CallbackChecker(ast.NodeVisitor):
         self._check_store(node.target)
         self.generic_visit(node)
 
-    visit_NamedExpr = visit_Assign  # type: ignore[assignment]
+    def visit_NamedExpr(self, node: ast.NamedExpr) -> None:
+        self.visit_Assign(ast.Assign(targets=[node.target], value=node.value, lineno=node.lineno))
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
         self._check_store(node.target)

@@ -2,7 +2,10 @@
 
 Each snippet is host code added to an honest kernel file: the check must name
 what it found; the honest file, and one that uses the allowed helpers
-(``math``, ``functools``, ``triton.knobs``), must pass.
+(``math``, ``triton.knobs``), must pass.  ``functools``, ``itertools`` and
+``typing``, which the import denylist lets through, are refused by the
+allow-list every candidate passes (``lego_core.judge.host_allowlist``; its own
+tests are in ``test_kernel_allowlist.py``).
 """
 import pytest
 
@@ -30,8 +33,11 @@ OPS = ("aten.add.Tensor",)
 
 def test_the_honest_file_and_the_allowed_helpers_pass():
     assert calls_back_into_reference(HONEST, OPS) is None
-    helpers = "import math\nimport functools\nimport itertools\nfrom typing import Sequence\n\nINTERPRETED = triton.knobs.runtime.interpret\n"
+    helpers = "import math\n\nINTERPRETED = triton.knobs.runtime.interpret\nSCALE = math.sqrt(2.0)\n"
     assert calls_back_into_reference(HONEST + "\n" + helpers, OPS) is None
+    for helper in ("import functools\n", "import itertools\n", "from typing import Sequence\n"):
+        reason = calls_back_into_reference(HONEST + "\n" + helper, OPS)
+        assert reason is not None and "a kernel file imports only torch, triton, triton.language as tl and math" in reason, reason
 
 
 @pytest.mark.parametrize("snippet, expected", [
@@ -116,14 +122,14 @@ def test_a_string_annotation_in_a_jit_body_or_a_variable_is_refused():
     ("import functools\n", "import functools"),
     ("import torch as T\n", "import torch as T"),
     ("from math import exp\n", "ImportFrom"),
-    ("def f():\n    import math\n    return math.pi\n", "imports inside a function"),
+    ("def f():\n    import math\n    return math.pi\n", "an import inside a function"),
     ("Y = torch.nn.functional.relu\n", "torch.nn.functional.relu"),
     ("Y = torch.cuda.synchronize()\n", "torch.cuda.synchronize"),
     ("Y = triton.runtime.driver\n", "triton.runtime.driver"),
     ("Y = tl.str_to_ty('fp32')\n", "tl.str_to_ty"),
     ("Y = tl.core.builtin\n", "tl.core.builtin"),
     ("T = torch\n", "the module torch as a value"),
-    ("Y = sorted([torch])\n", "the module torch as a value"),
+    ("def f():\n    return sorted([torch])\n", "the module torch as a value"),
     ("K = type(launch)\n", "the builtin type"),
     ("K = object\n", "the builtin object"),
     ("K = hasattr(launch, 'x')\n", "the builtin hasattr"),
@@ -132,8 +138,8 @@ def test_a_string_annotation_in_a_jit_body_or_a_variable_is_refused():
     ("K = undefined_thing\n", "neither defines nor imports"),
     ("def f(x):\n    return x._base\n", "attribute ._base"),
     ("def f(x):\n    return '{0.device}'.format(x)\n", "attribute .format"),
-    ("class A:\n    pass\n", "ClassDef"),
-    ("def deco(f):\n    return f\n\n@deco\ndef g():\n    pass\n", "decorator other than @triton.jit"),
+    ("class A:\n    pass\n", "a class definition"),
+    ("def deco(f):\n    return f\n\n@deco\ndef g():\n    pass\n", "no decorator but @triton.jit"),
     ("def f(x) -> 'int':\n    return x\n", "string annotation"),
 ], ids=lambda v: v if isinstance(v, str) and len(v) < 30 else None)
 def test_the_cache_allow_list_refuses_what_templates_never_write(snippet, expected):
@@ -144,12 +150,10 @@ def test_the_cache_allow_list_refuses_what_templates_never_write(snippet, expect
 def test_the_cache_allow_list_takes_the_honest_file_and_what_templates_write():
     assert unsafe_host_code(HONEST) is None
     template_like = (
-        "OUTPUT = ((4, 8), (8, 1), torch.float32)\nSKIP = not triton.knobs.runtime.interpret\nSEEN = {}\n\n\n"
+        "OUTPUT = ((4, 8), (8, 1), torch.float32)\nSKIP = not triton.knobs.runtime.interpret\n\n\n"
         "def _check(mask):\n"
-        "    key = (mask.data_ptr(), mask._version, tuple(mask.shape), mask.stride(), mask.device)\n"
         "    if mask.is_cuda and torch.cuda.is_current_stream_capturing():\n        return False\n"
         "    ref = torch.full((2, 2), float('-inf'), dtype=mask.dtype, device=mask.device).triu(1)\n"
-        "    SEEN[key] = all(torch.equal(mask[i], ref) for i in range(mask.shape[0]))\n"
-        "    return SEEN[key] and math.isfinite(1.0)\n"
+        "    return all(torch.equal(mask[i], ref) for i in range(mask.shape[0])) and math.isfinite(1.0)\n"
     )
     assert unsafe_host_code(HONEST.replace("import torch\n", "import math\nimport torch\n") + "\n" + template_like) is None

