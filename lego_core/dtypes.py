@@ -39,20 +39,26 @@ class Tolerance:
     """Acceptance thresholds for one output dtype.
 
     ``atol`` and ``rtol`` bound every element:
-    ``|a - e| <= atol * scale + rtol * |e|`` where ``scale`` is
-    ``max(1, rms(e))``, the reference's root-mean-square magnitude.
-    ``norm_rel`` bounds the whole tensor: ``||a - e||_2 / ||e||_2``.  All three
-    are 0 for integer and bool outputs, which must match exactly.
+    ``|a - e| <= max(atol * scale, abs_floor) + rtol * |e|`` where ``scale``
+    is ``max(floor, rms(e))``, the reference's root-mean-square magnitude
+    (``floor`` 1, or the magnitude of an input set drawn at another scale:
+    ``lego_core.judge.inputs.DISTRIBUTIONS``).  ``norm_rel`` bounds the whole
+    tensor: ``||a - e||_2 / ||e||_2``.  All three are 0 for integer and bool
+    outputs, which must match exactly.  ``abs_floor`` (output units; 0 in
+    the tables below) is an absolute allowance per element that an edge
+    set's tolerance derives from eager's own error there
+    (``lego_core.judge.verify.edge_tolerances``).
     """
 
     atol: float
     rtol: float
     norm_rel: float
+    abs_floor: float = 0.0
 
     @property
     def exact(self) -> bool:
         """True when every element must match bit for bit (ints, bools)."""
-        return self.atol == 0.0 and self.rtol == 0.0 and self.norm_rel == 0.0
+        return self.atol == 0.0 and self.rtol == 0.0 and self.norm_rel == 0.0 and self.abs_floor == 0.0
 
 
 # Why these numbers.  A fused kernel legitimately differs from eager PyTorch

@@ -10,6 +10,12 @@ reference on the same edited inputs (``verify.compare`` requires NaN/inf at
 exactly the reference's positions), so a region that legitimately turns NaN
 into a number (``masked_fill``, ``where`` with a mask input) is judged by
 what the reference does there.
+
+An edge set can be ill-conditioned where eager happens to be exact (a
+LayerNorm's constant row: eager's mean is exact, a kernel's is off by an
+ulp, which ``1/sqrt(eps)`` makes 1.5e-4 of the output); the verifier judges
+each edge set with a tolerance derived from eager's own error on it
+(``verify.edge_tolerances``), never tighter than the normal one.
 """
 from __future__ import annotations
 

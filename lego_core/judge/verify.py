@@ -19,7 +19,12 @@ Rules (docs/DESIGN "Correctness and timing rules"; docs/SEARCH.md,
    state, rebinds no torch or lego_core function, writes no file;
 3. at least three input sets, each built from a seed that is drawn at random
    per run unless fixed (messages name sets by a one-way label,
-   ``verify_policy.seed_label``, never by seed);
+   ``verify_policy.seed_label``, never by seed); the sets after the first
+   hold the sub-problem's activations redrawn from other distributions
+   (``judge.inputs.DISTRIBUTIONS``: scaled by 1e3 and 1e-3, shifted,
+   uniform, positive; a mix drawn from the seeds), so a kernel that samples
+   its input and computes honestly only on N(0, 1)-looking data meets data
+   it did not expect (a failure names the set's distribution);
 4. the candidate is called on every set twice, in two shuffled passes, once
    with poisoned preallocated outputs (NaN for floats; for integers and
    bools two runs with two fills) and once with ``out=None``, then on each
@@ -30,15 +35,24 @@ Rules (docs/DESIGN "Correctness and timing rules"; docs/SEARCH.md,
    ``verify_policy.trace_problem``: no change of global torch state, no
    function rebound, no file written, no PyTorch compute outside Triton
    kernels except the sub-problem's ``library_ops``, at least one Triton
-   launch, none on another CUDA stream, no TF32 ``tl.dot`` for fp32;
+   launch, none on another CUDA stream, no ``tl.dot`` less precise than
+   the problem's dtype (``verify_policy.dot_problem``: the dtypes of its
+   operands and accumulator and its input precision, e.g. no fp16 hi/lo
+   parts nor TF32 for an fp32 problem, no fp16 operands for bf16, an fp32
+   accumulator for every float problem);
 6. the call leaves every input bit for bit as it was (parameters included);
 7. ``out=`` calls return the given buffers; ``out=None`` calls return
    outputs with the reference's strides;
 8. shapes and dtypes match; no NaN/inf where the reference has a finite
    value (on edge sets, NaN/inf exactly where the reference has them);
    elementwise ``|a - e| <= atol * scale + rtol * |e|`` (``scale``: the
-   reference's RMS, at least 1) and norm-relative
-   ``||a - e|| / ||e|| <= norm_rel`` with dtype-aware tolerances (``lego_core.dtypes.tolerances``),
+   reference's RMS, at least 1, or at least the set's magnitude when its
+   activations were drawn smaller, ``inputs.InputSet.magnitude``) and
+   norm-relative ``||a - e|| / ||e|| <= norm_rel`` with dtype-aware
+   tolerances (``lego_core.dtypes.tolerances``); on an edge set, the
+   tolerance is widened to what eager's own error there allows
+   (:func:`edge_tolerances`: LayerNorm of a constant row is
+   ill-conditioned) and never tightened,
    and the same again over the elements that are not fill values
    (:func:`fill_values`: ``masked_fill(x, mask, -1e9)``); a 16-bit output
    must be no further from a float64 run of the reference than eager's own
@@ -117,14 +131,21 @@ class Comparison:
     reason: str = ""
 
 
-def compare(actual: Sequence[Tensor], expected: Sequence[Tensor], dtype: torch.dtype | str | None = None) -> Comparison:
+def compare(actual: Sequence[Tensor], expected: Sequence[Tensor], dtype: torch.dtype | str | None = None, *,
+            tolerances_for: Sequence[Tolerance | None] | None = None, scale_floor: float = 1.0) -> Comparison:
     """Compare a candidate's outputs with the reference's.
 
     ``actual`` and ``expected``: lists of tensors, same count, each pair the
     same shape, dtype and device type.  ``dtype``: the problem's compute dtype
     (torch dtype or ``"fp32"``/``"bf16"``/``"fp16"``); each float output is
     judged by the looser of its own dtype's and ``dtype``'s tolerances; None
-    uses each output's own dtype.  Never raises for bad ``actual`` values.
+    uses each output's own dtype.  ``tolerances_for``: per output, a
+    tolerance that replaces that one (None: the usual; an edge set's,
+    :func:`edge_tolerances`).  ``scale_floor``: the least RMS magnitude the
+    elementwise ``atol`` is scaled by (1; an input set drawn at a smaller
+    magnitude passes its own, ``inputs.InputSet.magnitude``, so that a
+    region's outputs at 1e-3 are judged relative to 1e-3, not to 1).
+    Never raises for bad ``actual`` values.
     """
     if not isinstance(actual, (list, tuple)):
         return Comparison(False, math.inf, math.inf, f"candidate returned {type(actual).__name__}, expected a list of {len(expected)} tensors")
@@ -132,7 +153,8 @@ def compare(actual: Sequence[Tensor], expected: Sequence[Tensor], dtype: torch.d
         return Comparison(False, math.inf, math.inf, f"candidate returned {len(actual)} outputs, expected {len(expected)}")
     max_abs, max_norm = 0.0, 0.0
     for index, (a, e) in enumerate(zip(actual, expected)):
-        result = _compare_one(index, a, e, dtype)
+        given = tolerances_for[index] if tolerances_for is not None and index < len(tolerances_for) else None
+        result = _compare_one(index, a, e, dtype, given, scale_floor)
         max_abs = max(max_abs, result.max_abs_error)
         max_norm = max(max_norm, result.norm_rel_error)
         if not result.passed:
@@ -140,7 +162,7 @@ def compare(actual: Sequence[Tensor], expected: Sequence[Tensor], dtype: torch.d
     return Comparison(True, max_abs, max_norm, "")
 
 
-def _compare_one(index: int, a: object, e: Tensor, dtype: torch.dtype | str | None) -> Comparison:
+def _compare_one(index: int, a: object, e: Tensor, dtype: torch.dtype | str | None, given: Tolerance | None = None, scale_floor: float = 1.0) -> Comparison:
     """Compare output ``index``; see :func:`compare`."""
     where = f"output {index}"
     mismatch = _metadata_mismatch(a, e)
@@ -152,9 +174,11 @@ def _compare_one(index: int, a: object, e: Tensor, dtype: torch.dtype | str | No
     tol = _tolerance_for(e.dtype, dtype)
     if tol.exact:
         return _compare_exact(where, a, e)
+    if given is not None:
+        tol = given
     if e.is_complex():
         a, e = torch.view_as_real(a), torch.view_as_real(e)
-    return _compare_float(where, a.detach(), e.detach(), tol)
+    return _compare_float(where, a.detach(), e.detach(), tol, scale_floor)
 
 
 def _metadata_mismatch(a: object, e: Tensor) -> str:
@@ -216,20 +240,20 @@ def _compare_exact(where: str, a: Tensor, e: Tensor) -> Comparison:
     return Comparison(False, max_abs, math.inf, reason)
 
 
-def _compare_float(where: str, a: Tensor, e: Tensor, tol: Tolerance) -> Comparison:
+def _compare_float(where: str, a: Tensor, e: Tensor, tol: Tolerance, scale_floor: float = 1.0) -> Comparison:
     """Float outputs: NaN/inf pattern, elementwise, norm; each piece
     (:func:`_pieces`) is compared in float64.  When the reference holds fill
     values (:func:`fill_values`: ``masked_fill(x, mask, -1e9)``), the other
     elements are judged once more on their own: the fills dominate both the
     norm and the RMS scale of the atol, so an output with every other element
     zeroed or 10% off would pass the whole-tensor check."""
-    overall = _compare_float_part(where, a, e, tol)
+    overall = _compare_float_part(where, a, e, tol, scale_floor=scale_floor)
     if not overall.passed:
         return overall
     fills = fill_values(e)
     if not fills:
         return overall
-    rest = _compare_float_part(where, a, e, tol, fills)
+    rest = _compare_float_part(where, a, e, tol, fills, scale_floor=scale_floor)
     if rest.passed:
         return overall
     shown = ", ".join(f"{v:g}" for v in fills)
@@ -289,9 +313,11 @@ def _isin(x: Tensor, values: Sequence[float]) -> Tensor:
     return torch.isin(x, torch.tensor(list(values), dtype=x.dtype, device=x.device))
 
 
-def _compare_float_part(where: str, a: Tensor, e: Tensor, tol: Tolerance, fills: Sequence[float] = ()) -> Comparison:
+def _compare_float_part(where: str, a: Tensor, e: Tensor, tol: Tolerance, fills: Sequence[float] = (), scale_floor: float = 1.0) -> Comparison:
     """:func:`_compare_float` over the elements whose reference value is not in
-    ``fills`` (every element when ``fills`` is empty)."""
+    ``fills`` (every element when ``fills`` is empty).  Elementwise bound:
+    ``max(atol * scale, abs_floor) + rtol * |e|``, ``scale`` the reference's
+    RMS, at least ``scale_floor``."""
     max_abs, ref_sq, diff_sq, finite, judged = 0.0, 0.0, 0.0, 0, 0
     for offset, ap, ep in _pieces(a, e):
         ap, ep = ap.double(), ep.double()
@@ -312,7 +338,7 @@ def _compare_float_part(where: str, a: Tensor, e: Tensor, tol: Tolerance, fills:
     ref_norm, diff_norm = math.sqrt(ref_sq), math.sqrt(diff_sq)
     norm_rel = diff_norm / ref_norm if ref_norm > 0 else 0.0
 
-    scale = max(1.0, ref_norm / math.sqrt(max(1, finite)))  # RMS of the reference
+    scale = max(scale_floor, ref_norm / math.sqrt(max(1, finite)))  # RMS of the reference
     outside, worst, worst_excess = 0, 0, -math.inf
     for offset, ap, ep in _pieces(a, e):
         ap, ep = ap.double(), ep.double()
@@ -321,7 +347,7 @@ def _compare_float_part(where: str, a: Tensor, e: Tensor, tol: Tolerance, fills:
             both &= ~_isin(ep, fills)
         diff = torch.where(both, ap - ep, torch.zeros((), dtype=ap.dtype, device=ap.device))
         e_abs = torch.where(torch.isfinite(ep), ep, 0.0).abs()
-        excess = diff.abs() - (tol.atol * scale + tol.rtol * e_abs)
+        excess = diff.abs() - (max(tol.atol * scale, tol.abs_floor) + tol.rtol * e_abs)
         outside += int((excess > 0).sum())
         if excess.numel():
             k = int(excess.argmax())
@@ -329,7 +355,9 @@ def _compare_float_part(where: str, a: Tensor, e: Tensor, tol: Tolerance, fills:
                 worst, worst_excess = offset + k, float(excess[k])
     if outside:
         worst = _unravel(worst, a.shape)
-        atol_text = f"atol {tol.atol:g}" + (f" x reference RMS {scale:.3g}" if scale > 1.0 else "")
+        atol_text = f"atol {tol.atol:g}" + (f" x reference RMS {scale:.3g}" if scale != 1.0 else "")
+        if tol.abs_floor > tol.atol * scale:
+            atol_text += f", at least {tol.abs_floor:.3g} from eager's own error on this set"
         reason = (
             f"{where}: {outside} of {judged} elements outside tolerance "
             f"({atol_text}, rtol {tol.rtol:g}), worst at index {worst}: "
@@ -442,7 +470,10 @@ class VerifyReport:
     ``passed``: every call on every input set matched and broke no rule.
     ``max_abs_error`` / ``norm_rel_error``: the worst over the seeded sets'
     calls that were compared (``inf`` if a call could not be compared; see
-    :class:`Comparison`).  ``reason``: one line; on success a summary.  It
+    :class:`Comparison`); ``max_abs_error`` in the outputs' units, over the
+    sets of the model's own values only (a set redrawn at 1e3,
+    ``inputs.DISTRIBUTIONS``, has errors 1e3 times larger), unless such a
+    set failed.  ``reason``: one line; on success a summary.  It
     names input sets by :func:`lego_core.judge.verify_policy.seed_label`, never by
     seed.  ``seeds``: the seeds of the input sets, in order, for the record
     (not in :meth:`to_dict`: they may still be in use).  ``runs``: how many
@@ -494,7 +525,14 @@ def verify(
     with ``out=None``; then once more on every seeded set, in another
     shuffled order; then on each of ``edge_sets`` (``(label, inputs)``,
     ``lego_core.judge.edge_inputs``: NaN, +-inf, large values, constant and zero
-    rows), where NaN/inf must sit where the reference has them.  Every call
+    rows), where NaN/inf must sit where the reference has them, judged with
+    the tolerance eager's own error there allows (:func:`edge_tolerances`;
+    two more float64 runs of the reference per edge set, when twice
+    :func:`float64_working_bytes` fits ``precise_limit_bytes``, else the
+    normal tolerance).  An input set that carries ``magnitude`` (an
+    ``inputs.InputSet`` whose activations were redrawn smaller) is judged
+    relative to it (:func:`compare`'s ``scale_floor``), and a failure on a
+    set that carries ``distribution`` names it.  Every call
     gets the same input tensors (same objects, usually the same addresses;
     see :class:`_InputBuffers`) refilled with that call's set, and must leave
     them bit for bit as they were; the reference runs on them too.  A 16-bit
@@ -510,8 +548,10 @@ def verify(
     a proxy for a candidate in another process does, that summary is used)
     and :func:`lego_core.judge.verify_policy.trace_problem` judges it: no PyTorch
     compute outside Triton kernels except ``library_ops``, at least one
-    Triton launch, no other CUDA stream, no TF32 for an fp32 problem, no
-    change of global torch state, no files written.  False skips these
+    Triton launch, no other CUDA stream, no ``tl.dot`` less precise than
+    ``dtype`` (operand, accumulator and input precision; dtypes the region
+    itself holds are allowed, :func:`dtypes_of_reference`), no change of
+    global torch state, no files written.  False skips these
     rules (pure-PyTorch test doubles).  ``library_ops`` / ``region_ops``:
     ATen op names; None takes them from the sub-problem whose
     ``run_reference`` is ``ref`` (``SubProblem.group.library_ops``,
@@ -525,7 +565,7 @@ def verify(
     if len(seeds) != len(input_sets):
         raise ValueError(f"got {len(seeds)} seeds for {len(input_sets)} input sets; record one seed per set")
     seeds = [int(s) for s in seeds]
-    rules = _CallRules(trace, dtype, *ops_of_reference(ref, library_ops, region_ops))
+    rules = _CallRules(trace, dtype, *ops_of_reference(ref, library_ops, region_ops), region_dtypes=dtypes_of_reference(ref))
     buffers = _InputBuffers(keep=bool(getattr(input_sets, "keep_call_buffers", True)))
     worst_abs, worst_norm, runs = 0.0, 0.0, 0
     schedule = call_schedule(len(input_sets), len(edge_sets), check_allocating_call, seeds)
@@ -537,38 +577,54 @@ def verify(
         # sub-problem need not fit in device memory together
         if set_index < n_seeded:
             inputs = input_sets[set_index]
+            drawn = getattr(inputs, "distribution", "")
             label = f"input set {set_index} (seed label {seed_label(seeds[set_index])})"
         else:
+            drawn = ""
             what, inputs = edge_sets[set_index - n_seeded]
             label = f"edge input set {set_index - n_seeded} ({what})"
         # the reference runs on the call buffers (refilled before every call), not on one more copy
         expected = _run_reference(ref, buffers.fill(inputs), label, clone=False)
-        wide_ok = precise_limit_bytes is None or float64_working_bytes(ref, inputs, expected) <= precise_limit_bytes
-        precise = precise_reference(ref, inputs, expected) if wide_ok else None
+        wide_bytes = float64_working_bytes(ref, inputs, expected) if precise_limit_bytes is not None else 0
+        wide_ok = precise_limit_bytes is None or wide_bytes <= precise_limit_bytes
+        # an input set drawn at a smaller magnitude (inputs.InputSet.magnitude) is judged relative to it
+        scale_floor = min(1.0, float(getattr(inputs, "magnitude", 1.0) or 1.0))
+        tols = None
+        if set_index >= n_seeded and (precise_limit_bytes is None or 2 * wide_bytes <= precise_limit_bytes):
+            # an edge set: its tolerance from eager's own error there (a float64 run, and one on nudged inputs)
+            truth = float64_outputs(ref, inputs, expected)
+            tols = edge_tolerances(ref, inputs, expected, dtype, truth, seed=seeds[0] + set_index)
+            precise = _sixteen_bit(truth, expected)
+            del truth
+        else:
+            precise = precise_reference(ref, inputs, expected) if wide_ok else None
         for mode in _with_second_fill(modes, expected):
             runs += 1
             given: list = []
-            result = _check_one_call(run, inputs, expected, mode, dtype, precise, inf_for_nan=set_index >= n_seeded, rules=rules, buffers=buffers, given=given)
+            result = _check_one_call(run, inputs, expected, mode, dtype, precise, inf_for_nan=set_index >= n_seeded, rules=rules, buffers=buffers, given=given,
+                                     tols=tols, scale_floor=scale_floor)
             if result.passed and earlier is not None:
                 changed = _changed_since(earlier)
                 if changed:
                     result = Comparison(False, math.inf, math.inf, changed)
             if result.passed and runs == 1 and buffers.keep and rules.state is not None:
-                result = _repeat_call(run, inputs, expected, mode, dtype, precise, rules, buffers)
+                result = _repeat_call(run, inputs, expected, mode, dtype, precise, rules, buffers, scale_floor)
                 runs += 1
             earlier = _remember(runs, given, buffers.tensors, precise_limit_bytes) if result.passed else None
             del given  # only what _remember kept stays alive
             if set_index < n_seeded:  # the reported error is the seeded sets'; edge sets (huge values) pass or fail
-                worst_abs = max(worst_abs, result.max_abs_error)
+                if not drawn or not result.passed:  # in output units: the sets of the model's own values (not a set at 1e3)
+                    worst_abs = max(worst_abs, result.max_abs_error)
                 worst_norm = max(worst_norm, result.norm_rel_error)
             if not result.passed:
                 how = "allocating call (out=None)" if mode is None else f"poison variant {mode}"
-                return VerifyReport(False, worst_abs, worst_norm, f"{label}, call {runs}, {how}: {result.reason}", seeds, runs)
-        del inputs, expected, precise
+                on = f" (this set's activations drawn {drawn})" if drawn else ""
+                return VerifyReport(False, worst_abs, worst_norm, f"{label}, call {runs}, {how}: {result.reason}{on}", seeds, runs)
+        del inputs, expected, precise, tols
     buffers.release()
     summary = (
         f"{len(input_sets)} input sets" + (f" and {len(edge_sets)} edge sets" if edge_sets else "") + f", {runs} candidate calls in shuffled order matched the reference "
-        f"(max abs error {worst_abs:.3g}, norm-relative {worst_norm:.3g} on the seeded sets)"
+        f"(max abs error {worst_abs:.3g} on the sets of the model's own values, norm-relative {worst_norm:.3g} on every seeded set)"
     )
     return VerifyReport(True, worst_abs, worst_norm, summary, seeds, runs)
 
@@ -622,6 +678,21 @@ def ops_of_reference(ref: Reference, library_ops, region_ops) -> tuple[tuple, tu
     return tuple(library_ops), tuple(region_ops)
 
 
+def dtypes_of_reference(ref: Reference) -> frozenset:
+    """The dtypes of the values of the sub-problem whose bound ``run_reference``
+    is ``ref`` (its inputs, its nodes' values and its outputs, from the
+    captured graph's ``meta["val"]``); empty for any other reference."""
+    sub = getattr(ref, "__self__", None)
+    found = set()
+    for node in [*(getattr(sub, "inputs", None) or ()), *(getattr(sub, "nodes", None) or ()), *(getattr(sub, "outputs", None) or ())]:
+        meta = getattr(node, "meta", None)
+        val = meta.get("val") if isinstance(meta, dict) else None
+        for v in val if isinstance(val, (list, tuple)) else (val,):
+            if isinstance(v, Tensor):
+                found.add(v.dtype)
+    return frozenset(found)
+
+
 @dataclasses.dataclass
 class _CallRules:
     """What :func:`_check_one_call` enforces beyond the values."""
@@ -634,11 +705,26 @@ class _CallRules:
     # traced call's summary, sent by the executor; None: not known): :func:`state_kept`
     state: str | None = None
 
+    # dtypes the region's own values hold (``region_dtypes``): a ``tl.dot`` in one is what the reference does
+    region_dtypes: frozenset = frozenset()
+
     def fp32(self, expected: Sequence[Tensor]) -> bool:
         """An fp32 problem (or, with no problem dtype, fp32 outputs)."""
+        return self.problem_dtype(expected) == torch.float32
+
+    def problem_dtype(self, expected: Sequence[Tensor]) -> torch.dtype | None:
+        """The dtype every ``tl.dot`` is judged against
+        (``verify_policy.dot_problem``): the problem's, or with none given
+        float32 when an output is fp32, else the first float output's dtype
+        (None when no output is a float)."""
         if self.dtype is not None:
-            return as_dtype(self.dtype) == torch.float32
-        return any(e.dtype == torch.float32 for e in expected)
+            return as_dtype(self.dtype)
+        floats = [e.dtype for e in expected if isinstance(e, Tensor) and e.is_floating_point()]
+        return torch.float32 if torch.float32 in floats else (floats[0] if floats else None)
+
+    def dtypes_with(self, inputs: Sequence[object], expected: Sequence[Tensor]) -> frozenset:
+        """:attr:`region_dtypes` and the dtypes of this call's inputs and expected outputs."""
+        return self.region_dtypes | {x.dtype for x in [*inputs, *expected] if isinstance(x, Tensor)}
 
 
 class _InputBuffers:
@@ -774,7 +860,8 @@ def _changed_since(earlier: tuple) -> str:
     return ""
 
 
-def _check_one_call(run: Candidate, inputs: Sequence[Tensor], expected: list[Tensor], variant: int | None, dtype, precise: list | None = None, inf_for_nan: bool = False, rules: _CallRules | None = None, buffers: _InputBuffers | None = None, given: list | None = None, refill: bool = True) -> Comparison:
+def _check_one_call(run: Candidate, inputs: Sequence[Tensor], expected: list[Tensor], variant: int | None, dtype, precise: list | None = None, inf_for_nan: bool = False, rules: _CallRules | None = None, buffers: _InputBuffers | None = None, given: list | None = None, refill: bool = True,
+                    tols: Sequence[Tolerance | None] | None = None, scale_floor: float = 1.0) -> Comparison:
     """Call the candidate once (poisoned ``out`` or ``out=None``) and judge
     the call: the trace (:func:`lego_core.judge.verify_policy.trace_problem`), its
     inputs left as they were, the returned buffers (``out=``) or strides
@@ -799,7 +886,8 @@ def _check_one_call(run: Candidate, inputs: Sequence[Tensor], expected: list[Ten
         buffers.after_call()
     if summary is not None:
         rules.state = summary.get("module_state")
-        problem = trace_problem(summary, library_ops=rules.library_ops, region_ops=rules.region_ops, fp32=rules.fp32(expected))
+        problem = trace_problem(summary, library_ops=rules.library_ops, region_ops=rules.region_ops,
+                                dtype=rules.problem_dtype(expected), region_dtypes=rules.dtypes_with(inputs, expected))
         if problem:
             return Comparison(False, math.inf, math.inf, problem)
     if written:
@@ -817,16 +905,16 @@ def _check_one_call(run: Candidate, inputs: Sequence[Tensor], expected: list[Ten
             return Comparison(False, math.inf, math.inf, strides)
     if given is not None and isinstance(returned, (list, tuple)):
         given.extend(returned)
-    return judge_values(returned, expected, dtype, precise, inf_for_nan)
+    return judge_values(returned, expected, dtype, precise, inf_for_nan, tolerances_for=tols, scale_floor=scale_floor)
 
 
-def _repeat_call(run: Candidate, inputs, expected, variant, dtype, precise, rules: _CallRules, buffers: _InputBuffers) -> Comparison:
+def _repeat_call(run: Candidate, inputs, expected, variant, dtype, precise, rules: _CallRules, buffers: _InputBuffers, scale_floor: float = 1.0) -> Comparison:
     """The first call made once more on the same input tensors, not refilled
     (the same objects, addresses, versions and values): its values judged as
     any call's, and the kernel file's state after it required to be what it
     was after the first (:func:`state_kept`)."""
     before = rules.state
-    result = _check_one_call(run, inputs, expected, variant, dtype, precise, rules=rules, buffers=buffers, refill=False)
+    result = _check_one_call(run, inputs, expected, variant, dtype, precise, rules=rules, buffers=buffers, refill=False, scale_floor=scale_floor)
     kept = state_kept(before, rules.state) if result.passed else ""
     if kept:
         return Comparison(False, math.inf, math.inf, f"repeated call: {kept}")
@@ -845,7 +933,8 @@ def state_kept(state_before: str | None, state_after: str | None) -> str:
             "or attributes it keeps): it counts its calls or keeps results; a kernel must compute every call from its inputs")
 
 
-def judge_values(returned, expected: list[Tensor], dtype, precise: list | None = None, inf_for_nan: bool = False) -> Comparison:
+def judge_values(returned, expected: list[Tensor], dtype, precise: list | None = None, inf_for_nan: bool = False, *,
+                 tolerances_for: Sequence[Tolerance | None] | None = None, scale_floor: float = 1.0) -> Comparison:
     """The values of one call judged as the verifier judges them (the timing
     guard's calls after timing too): :func:`compare` against eager's
     ``expected``; for 16-bit outputs with a float64 reference ``precise``
@@ -854,10 +943,11 @@ def judge_values(returned, expected: list[Tensor], dtype, precise: list | None =
     tolerance of the float64 result rounded once to its dtype; and a 16-bit
     output must then be no further from the float64 result than eager's
     (:func:`precision_mismatch`).  ``inf_for_nan``: edge sets (see
-    ``_check_one_call``)."""
+    ``_check_one_call``).  ``tolerances_for`` / ``scale_floor``: see
+    :func:`compare` (an edge set's tolerances, a scaled set's magnitude)."""
     if inf_for_nan:
         expected = [_inf_for_nan(a, e) for a, e in zip(returned, expected)]
-    result = compare(returned, expected, dtype)
+    result = compare(returned, expected, dtype, tolerances_for=tolerances_for, scale_floor=scale_floor)
     if not result.passed and precise and (_values_only(result) or _reference_overflowed(result)):
         # eager's own 16-bit rounding can be what differs (a cumsum of values
         # scaled by exp(+7) and back: 9% on one element of a bf16 scan that
@@ -867,7 +957,7 @@ def judge_values(returned, expected: list[Tensor], dtype, precise: list | None =
         # the same tolerance of the float64 result rounded once to its dtype,
         # NaN/inf then required exactly where that result has them
         exact = _correctly_rounded(returned, expected, precise, inf_for_nan)
-        if exact is not None and compare(returned, exact, dtype).passed:
+        if exact is not None and compare(returned, exact, dtype, tolerances_for=tolerances_for, scale_floor=scale_floor).passed:
             result = dataclasses.replace(result, passed=True, reason="")
         del exact
     if result.passed and precise:
@@ -1000,6 +1090,21 @@ def precise_reference(ref: Reference, inputs: Sequence[Tensor], expected: list[T
     or when the region does not run in float64: then there is no such check)."""
     if not any(e.dtype in _SIXTEEN_BIT for e in expected):
         return None
+    return _sixteen_bit(float64_outputs(ref, inputs, expected), expected)
+
+
+def _sixteen_bit(wide: list | None, expected: list[Tensor]) -> list | None:
+    """The 16-bit outputs' entries of :func:`float64_outputs` (None elsewhere)."""
+    if wide is None or not any(e.dtype in _SIXTEEN_BIT for e in expected):
+        return None
+    return [w if e.dtype in _SIXTEEN_BIT else None for w, e in zip(wide, expected)]
+
+
+def float64_outputs(ref: Reference, inputs: Sequence[Tensor], expected: list[Tensor]) -> list[Tensor | None] | None:
+    """The reference run on float64 copies of the floating inputs: one float64
+    tensor per float output of ``expected`` (None for an output that is not
+    a float or comes back in another shape); None when the region does not
+    run in float64 (a cast, a dtype keyword) or returns another count."""
     wide = [x.double() if isinstance(x, Tensor) and x.is_floating_point() else x for x in inputs]
     try:
         with torch.no_grad():
@@ -1011,9 +1116,117 @@ def precise_reference(ref: Reference, inputs: Sequence[Tensor], expected: list[T
     if not isinstance(outputs, (list, tuple)) or len(outputs) != len(expected):
         return None
     return [
-        o.detach().double() if e.dtype in _SIXTEEN_BIT and isinstance(o, Tensor) and o.is_floating_point() and o.shape == e.shape else None
+        o.detach().double() if e.is_floating_point() and isinstance(o, Tensor) and o.is_floating_point() and o.shape == e.shape else None
         for o, e in zip(outputs, expected)
     ]
+
+
+# --------------------------------------------------------------------------
+# Edge sets: a tolerance from eager's own error there
+# --------------------------------------------------------------------------
+
+# Relative size of the perturbation of every floating input (random sign per
+# element) whose effect on the float64 result measures how sensitive a region
+# is on a set, in fp32 ulps (fp32's whatever the dtype: a kernel computes in
+# fp32 inside).  Sixteen: the rounding of the ops upstream of a region in a
+# model, and what an honest fp32 reduction may be off by: the lane-wise sums
+# of Triton's tutorial LayerNorm are 8 ulps off the mean of a 4096-wide
+# constant row, 30 off a 16384-wide one; a 1% error on such a row still
+# fails, up to row values of about 5.
+NUDGE_ULPS = 16.0
+
+
+def nudged_inputs(inputs: Sequence[object], seed: int = 0) -> list:
+    """Float64 copies of the floating inputs, each element moved by
+    ``NUDGE_ULPS`` fp32 ulps of its own magnitude, up or down at random
+    (``torch.Generator().manual_seed(seed)``); other inputs as they are.
+    NaN, inf and zero stay what they are."""
+    gen = torch.Generator().manual_seed(int(seed))
+    step = NUDGE_ULPS * torch.finfo(torch.float32).eps
+    nudged = []
+    for x in inputs:
+        if isinstance(x, Tensor) and x.is_floating_point():
+            sign = torch.randint(0, 2, x.shape, generator=gen).to(device=x.device, dtype=torch.float64) * 2 - 1
+            wide = x.double()
+            x = wide + wide * (step * sign)
+        nudged.append(x)
+    return nudged
+
+
+def edge_tolerances(ref: Reference, inputs: Sequence[Tensor], expected: list[Tensor], dtype, truth: list | None = None, seed: int = 0) -> list[Tolerance | None] | None:
+    """Per output, the tolerance an edge set (``lego_core.judge.edge_inputs``)
+    is judged with: the normal one (:func:`_tolerance_for`), widened to what
+    eager's own error on this set says the set allows, the way the
+    end-to-end judge measures it (``end_to_end.e2e_judge``: errors against a
+    float64 run of the same region, ``e2e_judge._errors``; allowed: its
+    ``MULTIPLIER`` times eager's error, plus one eager error more since the
+    candidate is compared with eager, not with the float64 result; 3 for an
+    fp32 problem, 4 for bf16 and fp16).
+
+    Eager's error is the larger of two, both against the float64 result
+    ``truth`` (:func:`float64_outputs`; computed here when not given): eager's
+    output itself, and the float64 reference run on the inputs nudged by
+    :data:`NUDGE_ULPS` fp32 ulps (:func:`nudged_inputs`), the error eager
+    carries in a model whose inputs come rounded from the ops before it (and
+    the size of an honest fp32 reduction's own error).
+    On a well-conditioned set both are a few fp32 ulps (under 1e-5 norm-
+    relative, and under ``rtol`` per element) and the tolerance is the
+    normal one, never looser.  Where the set is ill-conditioned
+    (LayerNorm of a constant row: ``x - mean`` is scaled by ``1/sqrt(eps)``,
+    316 for eps 1e-5, so one ulp of error in the mean is 4e-5 of the output
+    while eager's mean happens to be exact there) it is widened: an absolute
+    elementwise allowance (output units, :attr:`Tolerance.abs_floor`) of the
+    allowance times the worst element's error, less what ``rtol`` already
+    allows that element (:func:`_absolute_allowance`), and ``norm_rel`` to
+    the allowance times the norm-relative error.  A kernel 1% off on those
+    rows is still 10x to 100x outside.
+
+    None for an output that is not a float (exact) or has no float64 result,
+    and for all when the region does not run in float64; the caller then
+    uses the normal tolerance.  Raises nothing."""
+    from lego_core.judge.end_to_end.e2e_judge import MULTIPLIER, _errors  # e2e_judge imports this module
+
+    truth = float64_outputs(ref, inputs, expected) if truth is None else truth
+    if truth is None or not any(t is not None for t in truth):
+        return None
+    nudged = float64_outputs(ref, nudged_inputs(inputs, seed), expected)
+    tols: list[Tolerance | None] = []
+    for k, (e, t) in enumerate(zip(expected, truth)):
+        n = nudged[k] if nudged is not None else None
+        if t is None or not e.is_floating_point() or e.numel() == 0:
+            tols.append(None)
+            continue
+        normal = _tolerance_for(e.dtype, dtype)
+        own = _errors([e], [e], [t])
+        moved = _errors([n], [e], [t]) if n is not None else own
+        relative = max(own.norm_rel, moved.norm_rel)
+        allowance = MULTIPLIER.get(as_dtype(dtype) if dtype is not None else e.dtype, 2.0) + 1.0
+        floor = _absolute_allowance(e, t, n, allowance, normal.rtol)
+        if not (math.isfinite(floor) and math.isfinite(relative)):
+            tols.append(None)
+            continue
+        tols.append(dataclasses.replace(normal, norm_rel=max(normal.norm_rel, allowance * relative), abs_floor=floor))
+    return tols
+
+
+def _absolute_allowance(e: Tensor, truth: Tensor, nudged: Tensor | None, allowance: float, rtol: float) -> float:
+    """The absolute elementwise allowance of an edge set (output units): the
+    largest ``allowance * eager_error - rtol * |e|`` over the elements where
+    eager and the float64 result are finite, ``eager_error`` the larger of
+    eager's distance to the float64 result and the nudged float64 result's
+    (0 when none is positive): what ``rtol`` does not already allow (a large
+    element's rounding is relative; a constant row's error is not)."""
+    t = truth.to(e.device)
+    e64 = e.double()
+    finite = torch.isfinite(e64) & torch.isfinite(t)
+    zero = torch.zeros((), dtype=torch.float64, device=e.device)
+    error = torch.where(finite, (e64 - t).abs(), zero)
+    if nudged is not None:
+        n = nudged.to(e.device)
+        error = torch.maximum(error, torch.where(finite & torch.isfinite(n), (n - t).abs(), zero))
+    excess = torch.where(finite, allowance * error - rtol * e64.abs(), zero)
+    return max(0.0, float(excess.max())) if excess.numel() else 0.0
+
 
 
 def precision_mismatch(where: str, actual: Tensor, expected: Tensor, precise: Tensor | None) -> str:

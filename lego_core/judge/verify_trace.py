@@ -23,8 +23,14 @@ What it records:
   ``knobs.runtime.launch_enter_hook`` for launches that bypass it;
   ``GridExecutor`` under ``TRITON_INTERPRET=1``), the kernels' names, and
   launches on a CUDA stream other than the one current when the trace began;
-* ``tl.dot`` on fp32 operands in TF32 (the interpreter's ``create_dot`` sees
-  the resolved precision; on a GPU the compiled kernel's TTIR says it);
+* every ``tl.dot``: per kernel, the dtypes of its two operands, of its
+  accumulator (the result) and its input precision (:func:`dot_record`; the
+  interpreter's ``create_dot`` sees the resolved values; on a GPU the TTIR
+  of the kernel ``JITFunction.run`` compiled says them, :func:`ttir_dots`;
+  a launch that bypasses ``run``, seen only by the launch hook, is not
+  read), and the kernels with a ``tl.dot`` of fp32 operands in TF32 among
+  them; the verifier judges them against the problem's dtype
+  (``verify_policy.dot_problem``);
 * global torch state (:func:`torch_state`): flags, default dtype and device,
   grad mode, RNG states; changes are reported and undone on exit;
 * files opened for writing and processes started on the calling thread (a
@@ -133,27 +139,106 @@ class _OpRecorder(TorchDispatchMode):
 # Triton launches
 # --------------------------------------------------------------------------
 
+# Dtype names a dot record uses: torch's spelling (``float16``), from Triton's
+# (``tl.float16.name == "fp16"``) and from MLIR's element types in TTIR (``f16``).
+_TL_NAMES = {
+    "fp64": "float64", "fp32": "float32", "fp16": "float16", "bf16": "bfloat16",
+    "fp8e4nv": "float8_e4m3fn", "fp8e5": "float8_e5m2", "fp8e4b8": "float8_e4m3fnuz",
+    "fp8e5b16": "float8_e5m2fnuz", "fp8e4b15": "float8_e4b15",
+    "int8": "int8", "uint8": "uint8", "int16": "int16", "int32": "int32", "int64": "int64",
+}  # fmt: skip
+_MLIR_NAMES = {
+    "f64": "float64", "f32": "float32", "f16": "float16", "bf16": "bfloat16", "tf32": "tfloat32",
+    "f8E4M3FN": "float8_e4m3fn", "f8E5M2": "float8_e5m2", "f8E4M3FNUZ": "float8_e4m3fnuz",
+    "f8E5M2FNUZ": "float8_e5m2fnuz", "f8E4M3B11FNUZ": "float8_e4b15",
+    "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64", "ui8": "uint8",
+}  # fmt: skip
+# Input precisions by name (TTIR's custom form, the interpreter's enum) and by
+# number (TTIR's generic form ``inputPrecision = 0 : i32``: triton's InputPrecision enum).
+_PRECISIONS = {"tf32": "tf32", "tf32x3": "tf32x3", "ieee": "ieee", "bf16x3": "bf16x3", "bf16x6": "bf16x6",
+               "0": "tf32", "1": "tf32x3", "2": "ieee", "3": "bf16x3", "4": "bf16x6"}
 _PRECISION = re.compile(r"inputPrecision\s*=\s*(\w+)")
+_TENSOR = re.compile(r"tensor<(?:\d+x)+(\w+)")  # the element type of a ranked tensor type (an encoding may follow)
+_SCALED_FORMAT = re.compile(r"\b(lhs|rhs)\s*=\s*(\w+)")
+MAX_DOT_RECORDS = 32  # distinct (kernel, dtypes, precision) records a summary keeps
 
 
-def _ttir_tf32(kernel) -> bool:
-    """Whether a compiled kernel's TTIR has a ``tt.dot`` of fp32 operands in
-    TF32: ``tt.dot %a, %b, %c, inputPrecision = tf32 : tensor<16x32xf32> *
-    tensor<32x32xf32> -> ...`` (IEEE, the default, may be left unprinted;
-    ``tf32x3`` is accurate)."""
+def dot_record(kernel: str, a: str, b: str, acc: str, precision: str, scaled: bool = False) -> dict:
+    """One ``tl.dot`` as plain data: ``kernel`` (the Triton function's name),
+    ``a`` / ``b`` (operand dtypes), ``acc`` (the accumulator's and result's
+    dtype), all in torch's spelling (``float16``, ``bfloat16``, ``float32``,
+    ``float8_e4m3fn``, ``int8``; ``?`` when unknown), and ``precision``
+    (``ieee``, ``tf32``, ``tf32x3``, ``bf16x3``, ``bf16x6``; TTIR leaves IEEE
+    unprinted).  ``scaled``: a ``tl.dot_scaled`` (microscaled fp8/fp4
+    operands; ``a`` / ``b`` are then their formats, ``e2m1``, ``e4m3``...)."""
+    record = {"kernel": kernel, "a": a, "b": b, "acc": acc, "precision": precision}
+    if scaled:
+        record["scaled"] = True
+    return record
+
+
+def _element_type(element: str) -> str:
+    """An MLIR element type (``f16``, ``bf16``, ``f8E4M3FN``, ``i8``) in torch's spelling."""
+    return _MLIR_NAMES.get(element, element)
+
+
+def ttir_dots(text: str, kernel: str = "kernel") -> list[dict]:
+    """The ``tl.dot`` records (:func:`dot_record`) of a kernel's TTIR text.
+
+    Reads each ``tt.dot`` line, in the custom form::
+
+        %c = tt.dot %a, %b, %acc, inputPrecision = tf32 : tensor<16x32xf32> * tensor<32x32xf32> -> tensor<16x32xf32>
+
+    or the generic one (``"tt.dot"(%a, %b, %acc) <{inputPrecision = 0 : i32}> :
+    (tensor<...>, tensor<...>, tensor<...>) -> tensor<...>``): the first two
+    ``tensor<...>`` types are the operands, the last one the result (the
+    accumulator's type); a missing ``inputPrecision`` is IEEE (the printer
+    leaves the default out).  ``tt.dot_scaled`` lines are recorded with their
+    ``lhs`` / ``rhs`` formats and ``scaled``.  Lines it cannot read are
+    skipped; never raises."""
+    found: list[dict] = []
+    for line in (text if isinstance(text, str) else "").splitlines():
+        scaled = "tt.dot_scaled" in line
+        if not scaled and not re.search(r'(?:^|[\s"])tt\.dot["\s(]', line):
+            continue
+        body = line.split(" loc(", 1)[0]
+        types = _TENSOR.findall(body.split(" : ", 1)[-1] if " : " in body else body)
+        if len(types) < 3:
+            continue
+        a, b, acc = _element_type(types[0]), _element_type(types[1]), _element_type(types[-1])
+        if scaled:
+            formats = dict(_SCALED_FORMAT.findall(body))
+            a, b = formats.get("lhs", a), formats.get("rhs", b)
+            found.append(dot_record(kernel, a, b, acc, "scaled", scaled=True))
+            continue
+        precision = _PRECISION.search(body)
+        found.append(dot_record(kernel, a, b, acc, _PRECISIONS.get(precision.group(1), precision.group(1)) if precision else "ieee"))
+    return found
+
+
+_TTIR_DOTS: dict = {}  # a compiled kernel's TTIR read once: (kernel name, its hash) -> dot records
+
+
+def _kernel_dots(kernel, name: str) -> list[dict]:
+    """The dot records of a compiled kernel (``CompiledKernel.asm["ttir"]``);
+    ``[]`` when it kept no TTIR."""
+    key = (name, getattr(kernel, "hash", None) or id(kernel))
+    if key in _TTIR_DOTS:
+        return _TTIR_DOTS[key]
     asm = getattr(kernel, "asm", None)
     try:
         text = asm["ttir"] if asm is not None else ""
     except Exception:  # noqa: BLE001 - no TTIR kept: nothing to say
-        return False
-    for line in (text if isinstance(text, str) else "").splitlines():
-        if "tt.dot " not in line:
-            continue
-        precision = _PRECISION.search(line)
-        operands = line.rsplit(" : ", 1)[-1].split("->")[0]
-        if precision and precision.group(1) == "tf32" and "xf32" in operands:
-            return True
-    return False
+        text = ""
+    dots = ttir_dots(text, name)
+    if getattr(kernel, "hash", None) is not None and len(_TTIR_DOTS) < 4096:
+        _TTIR_DOTS[key] = dots
+    return dots
+
+
+def is_tf32(record: dict) -> bool:
+    """Whether a dot record multiplies fp32 operands in TF32 (10 mantissa bits)."""
+    return record.get("precision") == "tf32" and record.get("a") == "float32" and record.get("b") == "float32"
 
 
 class _TritonPatches:
@@ -220,8 +305,8 @@ class _TritonPatches:
                 trace._launch(getattr(fn_self, "__name__", "kernel"), hooked=False)
                 with trace._in_launcher():
                     kernel = original(fn_self, *args, grid=grid, warmup=warmup, **kwargs)
-                if _ttir_tf32(kernel):
-                    trace.tf32_dots.add(getattr(fn_self, "__name__", "kernel"))
+                for record in _kernel_dots(kernel, getattr(fn_self, "__name__", "kernel")):
+                    trace._dot(record)
                 return kernel
 
             return run
@@ -250,8 +335,7 @@ class _TritonPatches:
 
         def dot_factory(original):
             def create_dot(builder, a, b, d, input_precision, max_num_imprecise_acc):
-                if _interp_tf32(a, b, input_precision):
-                    trace.tf32_dots.add(trace._kernel_stack[-1] if trace._kernel_stack else "kernel")
+                trace._dot(_interp_dot(trace._kernel_stack[-1] if trace._kernel_stack else "kernel", a, b, d, input_precision))
                 return original(builder, a, b, d, input_precision, max_num_imprecise_acc)
 
             return create_dot
@@ -278,16 +362,30 @@ class _TritonPatches:
         trace.hook_installed = True
 
 
-def _interp_tf32(a, b, input_precision) -> bool:
-    """Interpreter ``create_dot``: fp32 operands and a TF32 input precision."""
-    try:
-        import triton.language as tl
-        from triton._C.libtriton import ir
+def _tl_name(dtype) -> str:
+    """Torch's spelling of a Triton dtype (a scalar type, or a block type's element type)."""
+    scalar = getattr(dtype, "scalar", dtype)
+    name = getattr(scalar, "name", None) or str(scalar)
+    return _TL_NAMES.get(name, name)
 
-        fp32 = a.dtype.scalar == tl.float32 if hasattr(a.dtype, "scalar") else a.dtype == tl.float32
-        return bool(fp32) and input_precision == ir.INPUT_PRECISION.TF32
+
+def _interp_dot(kernel: str, a, b, d, input_precision) -> dict:
+    """The interpreter's ``create_dot(a, b, d, input_precision, ...)`` as a
+    :func:`dot_record`: ``a`` / ``b`` / ``d`` are its ``TensorHandle`` operands
+    and accumulator (``.dtype`` a Triton dtype), ``input_precision`` triton's
+    ``ir.INPUT_PRECISION``."""
+    try:
+        precision = getattr(input_precision, "name", None) or str(input_precision)
+        precision = _PRECISIONS.get(str(precision).lower(), str(precision).lower())
     except Exception:  # noqa: BLE001
-        return False
+        precision = "?"
+    names = []
+    for handle in (a, b, d):
+        try:
+            names.append(_tl_name(handle.dtype))
+        except Exception:  # noqa: BLE001
+            names.append("?")
+    return dot_record(kernel, names[0], names[1], names[2], precision)
 
 
 # --------------------------------------------------------------------------
@@ -350,6 +448,7 @@ class CallTrace:
         self.kernels: list[str] = []
         self.foreign_streams = 0
         self.tf32_dots: set[str] = set()
+        self.dots: dict[tuple, dict] = {}
         self.writes: list[str] = []
         self.processes: list[str] = []
         self.changes: dict = {}
@@ -403,6 +502,13 @@ class CallTrace:
         if stream is not None and self._stream is not None and int(stream) != int(self._stream):
             self.foreign_streams += 1
 
+    def _dot(self, record: dict) -> None:
+        key = tuple(sorted(record.items()))
+        if key not in self.dots and len(self.dots) < MAX_DOT_RECORDS:
+            self.dots[key] = record
+        if is_tf32(record):
+            self.tf32_dots.add(record["kernel"])
+
     @contextlib.contextmanager
     def _in_launcher(self):
         self._launcher_depth += 1
@@ -417,8 +523,10 @@ class CallTrace:
         (Triton kernel launches; on a GPU with triton >= 3.4 the larger of the
         ``JITFunction.run`` count and the launch-hook count), ``kernels``
         (names, in launch order, at most 32), ``foreign_streams`` (launches on
-        another CUDA stream than the caller's current one), ``tf32_dots``
-        (kernels with an fp32 ``tl.dot`` in TF32), ``state_changes`` ({name:
+        another CUDA stream than the caller's current one), ``dots`` (every
+        distinct ``tl.dot`` as a :func:`dot_record`: kernel, operand and
+        accumulator dtypes, input precision; at most :data:`MAX_DOT_RECORDS`),
+        ``tf32_dots`` (kernels with an fp32 ``tl.dot`` in TF32), ``state_changes`` ({name:
         [before, after]}), ``writes`` (files opened for writing, removed or
         renamed), ``processes`` (processes started, libraries loaded, sockets
         connected), ``replaced`` (torch / lego_core functions rebound during
@@ -428,6 +536,7 @@ class CallTrace:
             "launches": max(self.launches, self.hooked_launches),
             "kernels": self.kernels[:32],
             "foreign_streams": self.foreign_streams,
+            "dots": list(self.dots.values()),
             "tf32_dots": sorted(self.tf32_dots),
             "state_changes": dict(self.changes),
             "writes": list(self.writes[:16]),

@@ -427,14 +427,16 @@ def test_static_check_flags_callbacks(extra, ops, expected):
 def test_static_check_passes_kernel_and_layout_calls():
     ops = ["aten.view.default", "aten.permute.default", "aten.exp.default", "aten.sum.dim_IntList"]
     source = KERNEL.format(extra="y = y.view(x.shape).permute(1, 0).contiguous()\n    seen = set(); seen.add(1)")
-    assert calls_back_into_reference(source, ops) is None
+    # the allow-list every kernel file passes takes no torch.nn.functional import (judge.host_allowlist)
+    assert calls_back_into_reference(source.replace("import torch.nn.functional as F\n", ""), ops) is None
 
 
 def test_static_check_imported_names_and_structure():
     from_import = KERNEL.format(extra="pass").replace("import torch.nn.functional as F", "from torch.nn.functional import gelu")
     source = from_import.replace("    return [y]", "    y = gelu(x)\n    return [y]")
     assert "torch.nn.functional.gelu" in calls_back_into_reference(source, ["aten.gelu.default"])
-    assert calls_back_into_reference(source, ["aten.exp.default"]) is None  # gelu is not in this region
+    # gelu is not in this region: not refused as a region op, but by the allow-list (judge.host_allowlist)
+    assert "a from-import" in calls_back_into_reference(source, ["aten.exp.default"])
 
     no_kernel = "import torch\ndef run(inputs, out):\n    return [inputs[0] + 1]\n"
     assert calls_back_into_reference(no_kernel, ["aten.add.Tensor"]) == "no @triton.jit kernel is defined"
