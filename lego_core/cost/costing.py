@@ -21,6 +21,9 @@ import torch.fx as fx
 
 from lego_core import ops
 from lego_core.cost import costmodel
+# imported here, not in measure_ms: the executor runs measure_ms with lego_core
+# out of sys.modules (judge.process.user_view), where an import would load a second copy
+from lego_core.runtime.timing import DEFAULT_REP, DEFAULT_WARMUP_MS, time_gpu
 from lego_core.tree.subproblem import SubProblem
 
 
@@ -116,8 +119,6 @@ def measure_ms(fn: Callable[[list], object], input_sets: list[list], warmup_ms: 
     A candidate kernel is timed in its executor (``lego_core.judge``:
     ``RemoteModule.time`` calls this there), a library region here.
     """
-    from lego_core.runtime.timing import DEFAULT_REP, DEFAULT_WARMUP_MS, time_gpu
-
     warmup_ms = DEFAULT_WARMUP_MS if warmup_ms is None else warmup_ms
     rep = DEFAULT_REP if rep is None else rep
     try:

@@ -11,7 +11,10 @@ the search's one call: verification, guarded timing, per-shape tuning,
 the memory bound, the executor's restarts), ``tuning`` (a kernel file's
 launch configuration per shape), ``verify`` (numerical comparison over seeded and edge-case input
 sets), ``verify_policy`` / ``verify_trace`` (what a candidate may run while
-judged), ``static_check`` / ``host_allowlist`` (what its file may contain),
+judged), ``static_check`` (what its file must not do: PyTorch's compute,
+the roads to the interpreter's insides) / ``host_allowlist`` (what every
+kernel file may hold, node type by node type, and no state kept between
+calls; a narrower profile for the kernel cache),
 ``timing_guard`` (a time that can be believed), ``inputs`` / ``boundary`` /
 ``edge_inputs`` (the values a sub-problem is checked on), ``process/`` (the
 executor processes candidate code runs in) and ``end_to_end/`` (the composed
@@ -44,10 +47,17 @@ limit (``executor.CALL_TIMEOUT_S``, ``$LEGO_JUDGE_CALL_TIMEOUT_S``) or
 answers outside the protocol fails that candidate with the reason, and a
 fresh executor is started; the optimizer goes on.
 
-Taint policy.  Candidates share the executor, so one could change what a
-later one sees.  The executor is therefore restarted after every candidate
-that fails (for any reason), and after every request that ran candidate
-code it compares the functions of torch, torch.nn.functional, triton,
+Judged as a user runs it (issue 27; ``process.user_view``).  Candidate code
+sees private (not shared-memory) CPU tensors, no ``lego_core`` module in
+``sys.modules`` (nor an importable one), and its module name and file path
+are the ones ``optimized_model.py`` gives it at a user's; what it returns
+must be plain ``torch.Tensor`` objects in memory no earlier call handed out.
+
+Taint policy.  Every candidate gets a fresh executor: the process is
+replaced after every candidate whose code ran, passed or failed (the next
+one is started at once, ``Executor.prestart``), so no candidate can change
+what a later one sees.  Within one candidate's requests, after every
+request that ran candidate code the executor compares the functions of torch, torch.nn.functional, triton,
 triton.language, builtins, math, the lego modules it loaded, the
 attributes of ``torch.Tensor`` and of the op classes and the
 ``torch.ops.aten`` overloads with a snapshot taken at its start
@@ -61,9 +71,8 @@ that would leak into later candidates.  What it does not: code that means to
 hide (it can undo its change before the check, patch the check itself, or
 change state the snapshot does not cover: module data, dispatcher
 registrations through ``torch.library``, C-level state); such a change
-lives until the next restart and can only affect later candidates in the
-same executor, whose outputs are still compared in the judge, and the
-composed model is checked end to end in a fresh process.  Nor does it stop
+lives only as long as that candidate's executor, and the composed model is
+checked end to end in a fresh process.  Nor does it stop
 native-level attacks on the optimizer from a process of the same user
 (signals, /proc/<pid>/mem, ptrace); the executors run inside the
 optimizer's bubblewrap jail (``lego_core.runtime.jail``), so such an attack reaches

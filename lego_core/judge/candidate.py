@@ -6,8 +6,11 @@ one *lane* at a time (``CandidateJudge.lane``), so GPU timings never overlap
 and Triton's interpreter, which patches ``triton.language`` while it runs,
 is never entered twice:
 
-1. a file that merely calls back into the reference ops is refused unread
-   (``verify.calls_back_into_reference``);
+1. a file that merely calls back into the reference ops, or that holds
+   anything outside the allow-list every kernel file passes (node types,
+   imports, names, no state kept between calls:
+   ``judge.host_allowlist``), is refused unread
+   (``verify.calls_back_into_reference``, which runs both);
 2. on a GPU, a file that offers ``TUNE_CONFIGS`` is tuned per shape
    (``lego_core.judge.tuning``; the launches run in the executor);
 3. the file is imported in the candidate executor (``lego_core.judge.process``)
@@ -89,17 +92,23 @@ class CandidateJudge:
     an executor to use instead of a fresh one; ``tune``: per-shape tuning on
     or off (None: only when compiled kernels are measured on a GPU);
     ``phases``: the run's ``phases.PhaseClock`` (verification, candidate
-    timing and baseline timing seconds are added to it), or None.
+    timing and baseline timing seconds are added to it), or None;
+    ``run_id``: the run's id, which names kernel modules as
+    ``optimized_model.py`` will (None: the work folder's name).
+
+    Every candidate whose code ran gets a fresh executor afterwards (issue
+    27): one candidate cannot weaken the checks for the next.
     """
 
     def __init__(self, activations, parameters: set[str], config: OptimizeConfig, dtype, device: str, work_dir: Path, emit: Sink, *,
                  meter=None, call_timeout_s: float | None = None, executor: Executor | None = None, tune: bool | None = None,
-                 phases: PhaseClock | None = None):
+                 phases: PhaseClock | None = None, run_id: str | None = None):
         self.activations, self.parameters, self.config = activations, parameters, config
         self.dtype, self.device, self.work_dir, self.emit = dtype, device, Path(work_dir), emit
         self.meter, self.call_timeout_s, self.executor = meter, call_timeout_s, executor
         self.lane = threading.Lock()
         self.phases = phases
+        self.run_tag = run_id or self.work_dir.name  # optimized_model.py imports kernel <k> as lego_kernel_<run id>_<k>
         self.library_by_signature: dict[str, float] = {}  # signature -> measured library ms (library_times)
         self.library_batches = 0  # lock holds library_times took
         self.library_measured = 0  # distinct signatures it measured
@@ -164,10 +173,8 @@ class CandidateJudge:
                 elif cand.verified.passed:
                     cand.time_ms, cand.time_kind = costing.fused_estimate_ms(sub, self.dtype, self.config.target_gpu), "estimated"
             finally:
-                if ran and (cand.verified is None or not cand.verified.passed):
+                if ran:  # a fresh executor for every candidate: nothing one left there reaches the next
                     self.restart()
-                elif module is not None:
-                    module.forget()
             report = cand.verified
             if not report.passed:
                 cand.rejected_reason = report.reason
@@ -367,9 +374,12 @@ class CandidateJudge:
         self._executor().start()
 
     def restart(self) -> None:
-        """A fresh executor: nothing a failed candidate did there reaches the next one."""
+        """A fresh executor: nothing a candidate did there reaches the next one.
+        The next process is started at once (``Executor.prestart``: on a GPU
+        it creates its CUDA context meanwhile)."""
         if self.executor is not None:
             self.executor.restart()
+            self.executor.prestart()
 
     def close(self) -> None:
         """Stop the candidate executor (the search does at its end)."""
@@ -380,17 +390,21 @@ class CandidateJudge:
     def _executor(self) -> Executor:
         """The candidate executor (created on first need)."""
         if self.executor is None:
-            self.executor = Executor(call_timeout_s=self.call_timeout_s, meter=self.meter)
+            self.executor = Executor(call_timeout_s=self.call_timeout_s, meter=self.meter, warm_cuda=self.device == "cuda")
         return self.executor
 
     def _load(self, cand: Candidate, source: str | None = None, suffix: str = "") -> RemoteModule:
         """Write ``source`` (default: the candidate's) to the work folder and
-        import it in the executor.  Bytecode is never written (the executor
+        import it in the executor, under the module name and file name
+        ``optimized_model.py`` gives it at a user's (``lego_kernel_<run>_<kernel>``,
+        ``kernels/<kernel>.py``; ``judge.process.user_view``).  Bytecode is never written (the executor
         sets ``sys.dont_write_bytecode``), so a file rewritten within the same
         second at the same size (a tuned CONFIG line) cannot load old code."""
-        path = self.work_dir / f"{cand.kernel_name}{suffix}.py"
+        folder = self.work_dir / f"kernels{suffix}"  # as optimized_model.py finds it at a user's: kernels/<name>.py
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{cand.kernel_name}.py"
         path.write_text(cand.source if source is None else source)
-        return self._executor().load(path, f"lego_candidate_{self.work_dir.name}_{cand.kernel_name}{suffix}")
+        return self._executor().load(path, f"lego_kernel_{self.run_tag}_{cand.kernel_name}")
 
     def _gpu_shared(self):
         """The GPU held beside other processes' verifications (``lego_core.runtime.gpu_lock``); nothing without a GPU."""

@@ -109,17 +109,19 @@ class Search:
     ``cache``: a ``search.cache.KernelCache`` or None; ``cache_origin``: who
     solved what this run writes there; ``tokens``: the run's token budget
     (default: ``config.max_tokens``'s); ``phases``: the run's
-    ``phases.PhaseClock`` (the judge and the agents add their seconds).
+    ``phases.PhaseClock`` (the judge and the agents add their seconds);
+    ``run_id``: names kernel modules in the judge as ``optimized_model.py`` will.
     """
 
     def __init__(self, tree: FusionTree, activations, parameters: set[str], agent: Agent, config: OptimizeConfig, dtype, device: str,
                  work_dir: Path, emit: Sink, cache: KernelCache | None = None, *, meter=None, call_timeout_s: float | None = None,
-                 executor=None, cache_origin: str = "an earlier run", tokens: TokenBudget | None = None, phases: PhaseClock | None = None):
+                 executor=None, cache_origin: str = "an earlier run", tokens: TokenBudget | None = None, phases: PhaseClock | None = None,
+                 run_id: str | None = None):
         self.tree, self.agent, self.config, self.dtype = tree, agent, config, dtype
         self.emit = thread_safe(emit)  # agents and the judge report from several threads
         self.phases = phases
         self.judge = CandidateJudge(activations, parameters, config, dtype, device, work_dir, self.emit,
-                                    meter=meter, call_timeout_s=call_timeout_s, executor=executor, phases=phases)
+                                    meter=meter, call_timeout_s=call_timeout_s, executor=executor, phases=phases, run_id=run_id)
         self.budget = SearchBudget(config, tokens)
         self.dedupe = Dedupe(config.dedupe, self.emit)
         self.cached = CachedSolutions(cache, config, self.judge, agent.name, self.emit, cache_origin)

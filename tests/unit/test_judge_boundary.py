@@ -220,11 +220,9 @@ def test_a_candidate_that_patches_torch_and_the_verifier_is_rejected(tmp_path, p
     hostile = results(events, search, first_region)
     assert hostile and not any(e.passed for e in hostile)
     reason = hostile[0].reason
-    # caught in the executor: by the import guard (load_module) or the tamper snapshot
-    caught = ("the candidate changed", "importing it replaced")
+    # the judge is out of reach: lego_core is not importable by candidate code, as at a user's (judge.process.user_view)
+    caught = ("No module named 'lego_core'",)
     assert any(c in reason for c in caught), reason
-    for name in ("lego_core.judge.verify.compare", "torch.softmax"):
-        assert name in reason
     # the agent got the reason back with its retry
     assert any(fb and any(c in fb[-1] for c in caught) for sub_id, fb in agent.calls)
     # the honest kernel of the other region still passes, and the run ends with a plan
@@ -237,15 +235,32 @@ def test_a_candidate_that_patches_torch_and_the_verifier_is_rejected(tmp_path, p
     assert candidate_modules() == []
 
 
+TORCH_PATCHING_ZEROS = PATCHING_ZEROS.replace("import lego_core.judge.verify as _verify\n", "").replace(
+    "\n\ndef _always_passes(actual, expected, dtype=None):\n    return _verify.Comparison(True, 0.0, 0.0, \"\")\n", "").replace(
+    "_verify.compare = _always_passes\n", "")
+
+
+def test_a_candidate_that_patches_torch_at_import_is_rejected_by_the_import_guard(tmp_path, past_the_static_check):
+    assert "_verify" not in TORCH_PATCHING_ZEROS and "torch.softmax = _zeros" in TORCH_PATCHING_ZEROS
+    before = optimizer_functions()
+    agent = HostileAgent(lambda honest: TORCH_PATCHING_ZEROS)
+    search, events = make_search(tmp_path, agent)
+    search.run()
+    hostile = results(events, search, first_region)
+    assert hostile and not any(e.passed for e in hostile)
+    reason = hostile[0].reason
+    assert "importing it replaced" in reason and "torch.softmax" in reason, reason
+    assert optimizer_functions() == before and candidate_modules() == []
+
+
 def test_without_the_tamper_check_patches_made_at_call_time_change_nothing_that_judges(tmp_path, past_the_static_check):
     """The executor's snapshot check off and the patches made on the first
     launch (after the import guard): they land in the executor, where they
     change nothing that judges; the verifier here rejects the zeros (its call
     trace or its comparison), and this process's functions are untouched."""
     before = optimizer_functions()
-    at_call = PATCHING_ZEROS.replace("\n_verify.compare = _always_passes", "\n\n\ndef _patch():\n    _verify.compare = _always_passes")
-    at_call = at_call.replace("\ntorch.softmax = _zeros\ntorch.nn.functional.softmax = _zeros\ntry:\n    torch.ops.aten._softmax.default = _zeros\nexcept Exception:\n    pass\n",
-                              "\n    torch.softmax = _zeros\n    torch.nn.functional.softmax = _zeros\n")
+    at_call = TORCH_PATCHING_ZEROS.replace("\ntorch.softmax = _zeros\ntorch.nn.functional.softmax = _zeros\ntry:\n    torch.ops.aten._softmax.default = _zeros\nexcept Exception:\n    pass\n",
+                                           "\n\ndef _patch():\n    torch.softmax = _zeros\n    torch.nn.functional.softmax = _zeros\n")
     at_call = at_call.replace("def launch(in0, out=None):\n", "def launch(in0, out=None):\n    _patch()\n")
     assert "_patch()" in at_call and "\ntorch.softmax = _zeros" not in at_call
     search, events = make_search(tmp_path, HostileAgent(lambda honest: at_call), executor=Executor(snapshot=False))
@@ -312,10 +327,11 @@ def _check_in_order(search, events, sources):
 
 def test_tampering_that_would_break_later_candidates_is_caught(tmp_path, past_the_static_check):
     sabotage = [lambda honest: honest + SABOTAGE_OTHERS, lambda honest: honest]
-    # without the check the saboteur passes (its own output is right) and the honest kernel after it fails
+    # without the check the saboteur passes (its own output is right), and the honest kernel after it
+    # passes too: every candidate gets a fresh executor, so nothing one leaves there reaches the next
     search, events = make_search(tmp_path / "unchecked", TemplateAgent(), executor=Executor(snapshot=False))
     saboteur, victim = _check_in_order(search, events, sabotage)
-    assert saboteur.verified.passed and not victim.verified.passed
+    assert saboteur.verified.passed and victim.verified.passed, victim.verified.reason
     # with it: the saboteur is rejected, the executor restarted, the honest kernel passes
     search, events = make_search(tmp_path / "checked", TemplateAgent())
     saboteur, victim = _check_in_order(search, events, sabotage)

@@ -30,7 +30,7 @@ from typing import Any
 from lego_core.cost import costing
 from lego_core.judge import verify  # noqa: F401 - not used here: imported first so that a candidate patching it shows
 from lego_core.judge.inputs import load_module
-from lego_core.judge.process import wire
+from lego_core.judge.process import user_view, wire
 from lego_core.judge.verify_trace import CallTrace, module_state_digest
 from lego_core.load.torch_settings import apply as apply_torch_settings
 from lego_core.runtime import gpu_lock, sandbox, sandbox_child
@@ -197,6 +197,8 @@ class State:
         self.snapshot: Snapshot | None = None
         self.keep: Any = None  # the last reply's tensors, alive until the next request
         self.counter = None  # a lego_core.runtime.memory.LiveBytes while a CPU call is counted
+        self.private = user_view.PrivateTensors()  # what candidates get instead of the judge's shared CPU tensors
+        self.earlier: dict[int, user_view.EarlierOutputs] = {}  # per module handle: outputs of its last calls
 
 
 def serve(conn, options: dict, handlers: dict | None = None) -> None:
@@ -219,6 +221,11 @@ def serve(conn, options: dict, handlers: dict | None = None) -> None:
     try:
         preload()
         apply_torch_settings(options.get("torch_settings") or {})  # the model file's own flags, before any judging (executor.use_model_file_settings)
+        if options.get("warm_cuda"):  # the CUDA context now, while the judge works on (Executor.prestart), not in a candidate's call
+            import torch
+
+            if torch.cuda.is_available():
+                torch.empty(1, device="cuda")
         if options.get("snapshot", True):
             state.snapshot = Snapshot()
         conn.send_bytes(wire.dumps((0, "ok", os.getpid())))
@@ -301,7 +308,8 @@ def preload() -> None:
 
 
 def _load(state: State, payload: dict) -> int:
-    module = load_module(Path(payload["path"]), payload["name"])
+    # imported as at a user's: no lego_core module in sys.modules while the file's code runs
+    module = load_module(Path(payload["path"]), payload["name"], around=user_view.hidden_judge)
     handle = state.next_handle
     state.next_handle += 1
     state.modules[handle] = module
@@ -415,28 +423,69 @@ def _interned(state: State, args: list) -> list:
 
 
 def _call(state: State, payload: dict) -> tuple:
+    """One ``launch(*args, out=out)`` of a loaded module, seen by the candidate
+    as a user's call (``user_view``: private tensors, no lego_core module in
+    ``sys.modules``); what it returned is refused unless it is plain tensors
+    in memory no earlier call handed out (``user_view.returned_problem``,
+    ``EarlierOutputs``: raised as ``TypeError`` / ``RuntimeError``, which the
+    verifier reports as the candidate's failure)."""
     import torch
 
     module = _module(state, payload["handle"])
-    out = None if payload["out"] is None else _interned(state, list(payload["out"]))  # the same buffers, the same objects
-    args, count = _interned(state, payload["args"]), payload.get("memory", False)
+    state.private.begin()
+    out = None if payload["out"] is None else _interned(state, state.private.private(list(payload["out"])))  # the same buffers, the same objects
+    args, count = _interned(state, state.private.private(payload["args"])), payload.get("memory", False)
     memory_start(state, count)
     if payload.get("trace"):  # what the call runs, recorded here and judged by the verifier (verify_policy)
         with counted(state, count), torch.no_grad():
             with CallTrace() as call_trace:
-                returned = module.launch(*args, out=out)
-                sync()
+                with user_view.hidden_judge():
+                    returned = module.launch(*args, out=out)
+                    sync()
         summary = call_trace.summary()
         # what the kernel file keeps between calls, judged call after call by the verifier (verify.state_kept)
         summary["module_state"] = module_state_digest(module, [*args, *(out or ())])
     else:
-        with counted(state, count), torch.no_grad():
+        with counted(state, count), torch.no_grad(), user_view.hidden_judge():
             returned = module.launch(*args, out=out)
             sync()
         summary = None
-    encoded = wire.encode(returned, out)
+    problem = user_view.returned_problem(returned)
+    if problem:
+        raise TypeError(problem)
+    earlier = state.earlier.get(payload["handle"])
+    if earlier is None:
+        cuda = torch.cuda.is_available() and torch.cuda.is_initialized()
+        earlier = state.earlier[payload["handle"]] = user_view.EarlierOutputs(
+            user_view.EARLIER_CALLS_KEPT_CUDA if cuda else user_view.EARLIER_CALLS_KEPT)
+    problem = earlier.check(returned, [*args, *(out or ())])
+    if problem:
+        raise RuntimeError(problem)
+    state.private.write_back()  # what the call wrote into its (private) inputs and out buffers reaches the judge
+    encoded = wire.encode(_sendable(returned, out), out)
     del returned
     return encoded, memory_peak(state, count), summary
+
+
+def _sendable(value: Any, out: list | None) -> Any:
+    """``value`` with each CPU tensor that is not one of the ``out`` buffers
+    replaced by a copy: sending a tensor moves its storage into shared memory
+    in place, and the candidate may still hold it (then its next call would
+    meet shared memory again).  Copies keep shape, strides and storage offset
+    (``wire.owned``)."""
+    import torch
+
+    outs = {id(o) for o in (out or ()) if isinstance(o, torch.Tensor)}
+    if isinstance(value, torch.Tensor):
+        if value.device.type == "cpu" and id(value) not in outs and not any(
+                value.data_ptr() == o.data_ptr() and value.shape == o.shape for o in (out or ()) if isinstance(o, torch.Tensor)):
+            return wire.owned(value)
+        return value
+    if type(value) in (list, tuple):
+        return type(value)(_sendable(v, out) for v in value)
+    if isinstance(value, dict):
+        return {k: _sendable(v, out) for k, v in dict.items(value)}
+    return value
 
 
 def _time(state: State, payload: dict) -> tuple:
@@ -444,22 +493,24 @@ def _time(state: State, payload: dict) -> tuple:
     count = payload.get("memory", False)
     memory_start(state, count)
     launch = module.launch
-    sets = [_interned(state, list(s)) for s in payload["sets"]]
+    state.private.begin()
+    sets = [_interned(state, state.private.private(list(s))) for s in payload["sets"]]
     if payload.get("outs") is not None:  # each set writes into its own buffers (timing_guard reads them after)
-        by_inputs = {tuple(id(x) for x in xs): _interned(state, list(out)) for xs, out in zip(sets, payload["outs"])}
+        by_inputs = {tuple(id(x) for x in xs): _interned(state, state.private.private(list(out))) for xs, out in zip(sets, payload["outs"])}
 
         def fn(xs):
             return launch(*xs, out=by_inputs[tuple(id(x) for x in xs)])
     else:
         def fn(xs):
             return launch(*xs)
-    with counted(state, count):
+    with counted(state, count), user_view.hidden_judge():
         if payload.get("clock") == "cpu":  # the same path on a machine without a GPU (tests)
             ms = time_cpu(fn, sets, payload.get("warmup_ms") or 1.0, payload.get("rep") or 5).median_ms
         else:
             with gpu_lock.held_elsewhere():  # the optimizer that asked holds the GPU alone for this timing
                 ms = costing.measure_ms(fn, sets, payload.get("warmup_ms"), payload.get("rep"))
         sync()
+    state.private.write_back()
     return float(ms), memory_peak(state, count)
 
 
@@ -475,6 +526,7 @@ def _setattr(state: State, payload: dict) -> None:
 
 
 def _forget(state: State, payload: dict) -> None:
+    state.earlier.pop(payload["handle"], None)
     module = state.modules.pop(payload["handle"], None)
     if module is not None and sys.modules.get(module.__name__) is module:
         del sys.modules[module.__name__]

@@ -93,8 +93,9 @@ class Executor:
     processes started: a :class:`RemoteModule` belongs to one."""
 
     def __init__(self, *, call_timeout_s: float | None = None, start_timeout_s: float = START_TIMEOUT_S, meter=None, snapshot: bool = True,
-                 serve=child.serve):
+                 serve=child.serve, warm_cuda: bool = False):
         self.serve = serve
+        self.warm_cuda = warm_cuda  # the process creates its CUDA context before it says it is ready
         self.call_timeout_s = CALL_TIMEOUT_S if call_timeout_s is None else call_timeout_s
         self.start_timeout_s = start_timeout_s
         self.meter = meter
@@ -127,7 +128,7 @@ class Executor:
         # this process (PR_SET_PDEATHSIG): it watches this pipe instead, whose
         # only writing end this process holds (closed when it exits or dies)
         lifeline, held = ctx.Pipe(duplex=False)
-        process = ctx.Process(target=self.serve, args=(theirs, {"snapshot": self.snapshot, "lifeline": lifeline, "torch_settings": dict(_MODEL_FILE_SETTINGS)}), daemon=False, name="lego-executor")
+        process = ctx.Process(target=self.serve, args=(theirs, {"snapshot": self.snapshot, "lifeline": lifeline, "torch_settings": dict(_MODEL_FILE_SETTINGS), "warm_cuda": self.warm_cuda}), daemon=False, name="lego-executor")
         process.start()
         theirs.close()
         lifeline.close()
@@ -152,6 +153,20 @@ class Executor:
                 return
             self.close()
             self.restarts += 1
+
+    def prestart(self) -> None:
+        """Start the next process now, when there is none, so that it imports,
+        and with ``warm_cuda`` creates its CUDA context, while the caller does
+        other work (the judge after each candidate: every candidate gets a
+        fresh process, and one started at its first request would charge
+        that start to the next candidate's wall time).  Never raises: a
+        process that cannot be started is reported at the next request."""
+        with self._lock:
+            if self._process is None:
+                try:
+                    self._launch()
+                except Exception:  # noqa: BLE001 - the next request starts one and says why not
+                    self.close()
 
     @property
     def alive(self) -> bool:
