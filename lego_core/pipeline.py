@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from lego_core.judge.end_to_end import composed, e2e, fallback
+from lego_core.judge.end_to_end import composed, e2e, fallback, user_check
 from lego_core.load import local_modules
 from lego_core.runtime import output, sandbox_child
 from lego_core.agents import make_agent
@@ -104,13 +104,15 @@ def _run(spec: ProblemSpec, target: Path, out: Path, config: OptimizeConfig, emi
     phases.begin("search")
     _stage(emit, meter, "search")
     emit = thread_safe(emit)  # agents report from several threads
-    with tempfile.TemporaryDirectory(prefix="lego-candidates-") as work:
+    # a neutral name: nothing in a kernel file's path says it is being judged (issue 27)
+    with tempfile.TemporaryDirectory() as work:
         parameters = {name for name, src in graph.sources.items() if src.kind == "parameter"}
         # signatures solved by earlier runs; in the sandbox, new entries go to the parent, which writes them
         cache = KernelCache(config.cache_dir, enabled=config.cache, forward=sandbox_child.forwarder("cache"))
         tokens = TokenBudget(config.max_tokens)  # the run's one token budget: the agents spend it, the search stops on it
         search = Search(tree, activations, parameters, make_agent(config.agent, config, emit, budget=tokens), config, spec.torch_dtype, spec.device,
-                        Path(work), emit, cache, meter=meter, cache_origin=f"run {run_id} of {spec.name}", tokens=tokens, phases=phases)
+                        Path(work), emit, cache, meter=meter, cache_origin=f"run {run_id} of {spec.name}", tokens=tokens, phases=phases,
+                        run_id=run_id)
         result = search.run()  # top-down, dedupe, agents in parallel, mutation, budgets
         activations.drop()
         del activations, search
@@ -123,9 +125,15 @@ def _run(spec: ProblemSpec, target: Path, out: Path, config: OptimizeConfig, emi
     with meter.tracking():  # eager, the fp64 truth (and torch.compile on a GPU) once, here
         reference = e2e.reference_run(problem, config.e2e_seed, fp64_device(problem, meter), with_compile=spec.device == "cuda" and config.compare_compile)
 
-    def judge() -> dict:  # ModelNew runs in a fresh process (it imports the kernels); the judging here
+    # then, when it passed, the final user check: ModelNew run as a user runs it (a plain python importing only torch
+    # and the folder, many calls, several input distributions); a plan that fails it falls back like one that fails the check
+    user = user_check.UserCheck(problem, config.e2e_seed, fp64_device(problem, meter), avoid=config.verify_seeds,
+                                import_paths=config.import_paths, meter=meter)
+
+    def judge() -> dict:  # ModelNew runs in fresh processes (it imports the kernels); the judging here
         with meter.tracking():
-            return e2e.check_end_to_end(out, problem, config.e2e_seed, meter=meter, reference=reference)
+            check = e2e.check_end_to_end(out, problem, config.e2e_seed, meter=meter, reference=reference)
+            return user_check.with_user_check(check, out, user)
 
     def compose(items: list) -> list:
         return write_output(out, graph, items, problem, run_id, layout)

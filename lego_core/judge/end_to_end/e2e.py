@@ -52,12 +52,18 @@ class Reference:
     compile_error: str | None = None
 
 
-def reference_run(problem, seed: int, fp64_device: str | None = None, with_compile: bool = False) -> Reference:
+def reference_run(problem, seed: int, fp64_device: str | None = None, with_compile: bool = False,
+                  inputs: list | None = None, model64: torch.nn.Module | None = None) -> Reference:
     """Eager, the fp64 truth and (``with_compile``) torch.compile on the inputs of
     ``seed``, computed once for every check of a run (the fallback's bisection
     re-checks many plans against it).  ``fp64_device``: where the float64 copy
-    runs (None: the problem's device; ``"cpu"`` keeps it off a full GPU)."""
-    inputs = problem.make_inputs(seed)
+    runs (None: the problem's device; ``"cpu"`` keeps it off a full GPU).
+    ``inputs``: other inputs than ``problem.make_inputs(seed)`` (the final user
+    check's input sets, ``user_check``); ``model64``: a float64 copy of the
+    model already made (``e2e_judge.float64_copy``), reused for several input
+    sets (None: one is made here and dropped after).  Raises what eager
+    raises on the inputs; a failing fp64 run is ``truth_error``."""
+    inputs = problem.make_inputs(seed) if inputs is None else inputs
     known = getattr(problem, "state_targets", None)  # None: not captured yet, every buffer is preserved
     targets = list(known or ())  # a stateful forward: the state after the call is judged too
     with torch.no_grad(), preserved(problem.model, known):  # the candidate starts from the same state (lego_core.load.state)
@@ -65,10 +71,10 @@ def reference_run(problem, seed: int, fp64_device: str | None = None, with_compi
     ref = Reference(seed, inputs, eager)
     device = fp64_device or problem.spec.device
     try:
-        model64 = float64_copy(problem.model, device)
-        with torch.no_grad():
-            ref.truth = with_state(model64(*to_float64(inputs, device)), model64, targets)
-        del model64
+        truth_model = model64 if model64 is not None else float64_copy(problem.model, device)
+        with torch.no_grad(), preserved(truth_model, known if model64 is not None else []):  # a shared copy starts each set alike
+            ref.truth = with_state(truth_model(*to_float64(inputs, device)), truth_model, targets)
+        del truth_model
     except Exception as exc:  # noqa: BLE001 - a model that cannot run in float64 (a dtype fixed inside forward)
         ref.truth_error = f"{type(exc).__name__}: {str(exc).strip()[:300]}"
     if with_compile:
@@ -101,8 +107,23 @@ def check_end_to_end(out_dir: Path, problem, seed: int, fp64_device: str | None 
     starting from the same state."""
     ref = reference if reference is not None and reference.seed == seed else reference_run(problem, seed, fp64_device)
     answer = composed.composed_forward(out_dir, problem, ref.inputs, meter=meter)
-    actual = answer.output
-    result = dict(seed=seed, forward=answer.forward, **_versus_eager(actual, ref.eager))
+    result = dict(seed=seed, forward=answer.forward, **judge_composed(answer.output, ref, problem))
+    fell_back = fallback_problem(answer.forward)
+    if fell_back:  # the numbers above are eager's own: the plan was never the thing tested
+        result.update(passed=False, reason=fell_back, fell_back=True)
+    return result
+
+
+def judge_composed(actual, ref: Reference, problem) -> dict:
+    """The composed model's output ``actual`` (with the state after the call
+    for a stateful forward, as ``ref.eager``) judged against ``ref``: eager's
+    outputs and the fp64 truth on the same inputs.  Returns ``passed``,
+    ``reason``, ``criterion``, ``max_abs_error`` / ``norm_rel_error`` (from
+    eager) and ``e2e_judge.Verdict.to_dict``'s entries, or the dtype
+    tolerance's verdict when there is no fp64 truth; ``layout_mismatch`` fails
+    it too (``output_strides``).  Used by :func:`check_end_to_end` and by the
+    final user check (``user_check``) for each of its input sets."""
+    result = dict(**_versus_eager(actual, ref.eager))
     if ref.truth is not None:
         verdict = judge_outputs(actual, ref.eager, ref.truth, problem.spec.torch_dtype, ref.compiled, names=_leaf_names(problem, ref.eager))
         result.update(verdict.to_dict())
@@ -116,9 +137,6 @@ def check_end_to_end(out_dir: Path, problem, seed: int, fp64_device: str | None 
     layout = layout_mismatch(user_actual, user_eager)
     if layout:
         result.update(passed=False, reason=layout, output_strides={"optimized": list(user_actual.stride()), "eager": list(user_eager.stride())})
-    fell_back = fallback_problem(answer.forward)
-    if fell_back:  # the numbers above are eager's own: the plan was never the thing tested
-        result.update(passed=False, reason=fell_back, fell_back=True)
     return result
 
 

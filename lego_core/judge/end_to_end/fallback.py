@@ -136,5 +136,5 @@ def _isolated_reason(leaf: str, checks: dict, first: dict) -> str:
 
 
 def _brief(check: dict) -> dict:
-    keep = ("passed", "reason", "criterion", "errors_vs_fp64", "max_abs_error", "norm_rel_error")
+    keep = ("passed", "reason", "criterion", "errors_vs_fp64", "max_abs_error", "norm_rel_error", "user_check")
     return {k: check[k] for k in keep if k in check}
