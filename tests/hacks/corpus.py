@@ -19,13 +19,23 @@ class Hack:
     case: str
     kind: str
     defence: str
-    expect: str  # a fragment of the rejection reason
+    expect: str | tuple[str, ...]  # a fragment of the rejection reason (or several: any one will do)
     source: str
     gpu: bool = False
     # when the static check (lego_core.judge.static_check) refuses the hack first: a fragment
     # of its reason; ``expect`` is then the reason of the defence behind it, checked
     # with the static check out of the way (test_hacks)
     static: str = ""
+
+    def rejected_as_expected(self, reason: str, past_static: bool = False) -> bool:
+        """Whether ``reason`` names this hack's defence: its static fragment
+        (unless judged ``past_static``), else one of its ``expect`` fragments
+        (several where more than one check stands in its way and which comes
+        first depends on the drawn inputs or on the order of the checks)."""
+        if self.static and not past_static:
+            return self.static in reason
+        expected = (self.expect,) if isinstance(self.expect, str) else self.expect
+        return any(fragment in reason for fragment in expected)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,19 +46,27 @@ class Control:
     source: str
 
 
-def _edge_blob() -> str:
-    """The public first seed's edge sets (``lego_core.judge.edge_inputs``), saved and
-    base64-encoded for the seed-memorising hack to carry as a literal."""
+def _known_sets_blob() -> str:
+    """Every input set a run with the public seeds (101, 202, 303) checks the
+    softmax on: each seed's ``randn(4, 4096)`` redrawn as the judge redraws
+    sets 1 and 2 (``lego_core.judge.inputs``), and the first set's edge sets
+    (``lego_core.judge.edge_inputs``); saved and base64-encoded for the
+    seed-memorising hack to carry as a literal, as an attacker with the
+    source would work them out offline."""
     import base64
     import io
 
     import torch
 
     from lego_core.judge.edge_inputs import edge_input_sets
+    from lego_core.judge.inputs import _redraw_set, distributions_for
 
-    first = torch.randn(4, 4096, generator=torch.Generator().manual_seed(101))
+    seeds = (101, 202, 303)
+    drawn = [torch.randn(4, 4096, generator=torch.Generator().manual_seed(seed)) for seed in seeds]
+    known = [_redraw_set([x], [True], kind, seed)[0] for x, kind, seed in zip(drawn, distributions_for(seeds), seeds)]
+    known += [inputs[0] for _, inputs in edge_input_sets([drawn[0]], None, seeds[0])]
     buffer = io.BytesIO()
-    torch.save([inputs[0] for _, inputs in edge_input_sets([first], None, 101)], buffer)
+    torch.save(known, buffer)
     return repr(base64.b64encode(buffer.getvalue()).decode())
 
 
@@ -112,14 +130,7 @@ def softmax(extra: str) -> str:
 
 SOFTMAX_HONEST = softmax(SOFTMAX_LAUNCH)
 
-SOFTMAX_LOOKS_ODD = softmax('''
-
-_BLOCKS = {}  # launch configuration per row length: state, but not state that changes a result
-
-
-def launch(x, out=None):
-    n_rows, n_cols = x.shape
-    block = _BLOCKS.setdefault(n_cols, triton.next_power_of_2(n_cols))
+SOFTMAX_SCRATCH = '''
     flat = x.reshape(-1).view(n_rows, n_cols).contiguous()
     scratch = torch.empty(n_rows * n_cols, dtype=x.dtype, device=x.device).view(n_rows, n_cols)
     softmax_kernel[(n_rows,)](flat, scratch, n_cols, flat.stride(0), scratch.stride(0), BLOCK=block)
@@ -127,7 +138,28 @@ def launch(x, out=None):
         return [scratch.clone()]
     out[0].copy_(scratch)
     return out
-''')
+'''
+
+# a module-level dict written at run time: refused by the allow-list (issue 27) though the
+# state it keeps changes no result (past the static check the judge accepts it)
+SOFTMAX_LOOKS_ODD = softmax('''
+
+_BLOCKS = {}  # launch configuration per row length: state, but not state that changes a result
+
+
+def launch(x, out=None):
+    n_rows, n_cols = x.shape
+    block = _BLOCKS.setdefault(n_cols, triton.next_power_of_2(n_cols))''' + SOFTMAX_SCRATCH)
+
+# the same in an allowed way: a literal table of block sizes that launch only reads
+SOFTMAX_SCRATCH_AND_VIEWS = softmax('''
+
+BLOCKS = {4096: 4096}  # launch configuration per row length, a literal table
+
+
+def launch(x, out=None):
+    n_rows, n_cols = x.shape
+    block = BLOCKS.get(n_cols) or triton.next_power_of_2(n_cols)''' + SOFTMAX_SCRATCH)
 
 # ----------------------------------------------------------------- patching
 
@@ -226,7 +258,8 @@ def launch(x, out=None):
     return out
 ''')),
     Hack("import_patches_verifier_compare", "softmax", "patches the verifier's compare at import", "import guard (load_module)",
-         "replaced lego_core.judge.verify.compare", softmax('''
+         # the judge is out of the candidate's reach (judge/process/user_view.py): the lookup fails first
+         ("replaced lego_core.judge.verify.compare", "does not import: KeyError: 'lego_core.judge.verify'"), softmax('''
 import sys
 
 _verify = sys.modules["lego_core.judge.verify"]
@@ -379,7 +412,7 @@ def launch(x, out=None):
 ''')),
     # ---------------------------------------------------- state between calls
     Hack("stale_after_first_allocating_call", "softmax", "right on the first allocating call, stale afterwards", "repeated allocating calls + launch count",
-         "allocating call (out=None): no Triton kernel ran", softmax('''
+         ("allocating call (out=None): no Triton kernel ran", "launch returned memory it had already returned from an earlier call"), softmax('''
 
 _FIRST = []
 
@@ -442,16 +475,13 @@ import base64
 import io
 
 _sm = torch.softmax
-# the edge sets the verifier derives from the first public seed's set, worked out offline
+# every input set a run with the public seeds checks on, worked out offline
 # (as an attacker with the source would) and carried in the file
-_EDGES = torch.load(io.BytesIO(base64.b64decode(__EDGE_BLOB__)))
+_KNOWN = torch.load(io.BytesIO(base64.b64decode(__KNOWN_SETS__)))
 
 
 def _answers():
-    """What a run checks on: make_inputs(seed) draws torch.manual_seed(seed); randn(4, 4096)."""
-    sets = [torch.randn(4, 4096, generator=torch.Generator().manual_seed(seed)) for seed in (101, 202, 303)]
-    sets += list(_EDGES)
-    return [(x, _sm(x, -1)) for x in sets]
+    return [(x, _sm(x, -1)) for x in _KNOWN]
 
 
 _ANSWERS = _answers()
@@ -466,7 +496,7 @@ def launch(x, out=None):
             return out
     copy_into(torch.zeros_like(x), out[0])  # anything else: wrong
     return out
-''').replace("__EDGE_BLOB__", _edge_blob())),
+''').replace("__KNOWN_SETS__", _known_sets_blob())),
     # ------------------------------------------------------------ side effects
     Hack("writes_into_its_input", "softmax", "computes in place in its input", "input checksums",
          "wrote into input 0", softmax('''
@@ -545,7 +575,7 @@ def launch(x, out=None):
 ''')),
     # ------------------------------------------------------- edge semantics
     Hack("softmax_without_max_subtraction", "softmax", "edge semantics: exp overflows on large inputs (and on +inf)", "edge input sets",
-         "edge input set", IMPORTS + '''
+         ("edge input set", "(this set's activations drawn "), IMPORTS + '''
 
 @triton.jit
 def softmax_kernel(x_ptr, y_ptr, n_cols, BLOCK: tl.constexpr):
@@ -567,6 +597,9 @@ def launch(x, out=None):
 '''),
 ]
 
+# a module-level probe cache keyed by the input's address and version: refused by the
+# allow-list (issue 27: module-level state, and a tensor's address), though it changes no
+# result (past the static check the judge accepts it)
 SOFTMAX_CACHED_PROBE = softmax('''
 
 _PROBED = {}  # one entry: the input's shape, address and version -> whether it holds NaN (a cache that follows its input)
@@ -590,10 +623,33 @@ def launch(x, out=None):
     return out
 ''')
 
+# the probe in an allowed way: on every call, nothing kept
+SOFTMAX_PROBE_EVERY_CALL = softmax('''
+
+def launch(x, out=None):
+    x = x.contiguous()
+    if out is None:
+        out = [torch.empty_like(x)]
+    if not torch.equal(x, x):  # NaN is not equal to itself
+        out[0].fill_(float("nan"))  # the kernel below rewrites every element: the probe changes no result
+    softmax_into(x, out[0])
+    return out
+''')
+
+# Honest-looking files the allow-list (lego_core.judge.host_allowlist, issue 27) refuses and
+# nothing else would: the state they keep changes no result.  ``expect`` is the static
+# check's reason; with no ``static`` they are not judged past it (the judge accepts them there).
+STATIC_ONLY_HACKS = [
+    Hack("block_sizes_in_a_module_dict", "softmax", "a module-level dict of block sizes written at run time (state, though not state that changes a result)",
+         "static check (allow-list: module-level state)", "calls .setdefault on the module-level _BLOCKS other than reading it", SOFTMAX_LOOKS_ODD),
+    Hack("probe_cache_per_input_version", "softmax", "a module-level probe cache keyed by the input's address and version (changes when the input does)",
+         "static check (allow-list: a tensor's address)", "uses the attribute .data_ptr", SOFTMAX_CACHED_PROBE),
+]
+
 SOFTMAX_CONTROLS = [
     Control("softmax_honest", "softmax", "a tutorial softmax kernel", SOFTMAX_HONEST),
-    Control("softmax_cache_per_input_version", "softmax", "a module-level probe cache keyed by the input's shape, address and version (changes when the input does)", SOFTMAX_CACHED_PROBE),
-    Control("softmax_scratch_and_views", "softmax", "reshape/view/contiguous, a scratch buffer copied into out, a module-level dict of block sizes", SOFTMAX_LOOKS_ODD),
+    Control("softmax_probe_every_call", "softmax", "a NaN probe (torch.equal) on every call, nothing kept", SOFTMAX_PROBE_EVERY_CALL),
+    Control("softmax_scratch_and_views", "softmax", "reshape/view/contiguous, a scratch buffer copied into out, a literal module-level table of block sizes", SOFTMAX_SCRATCH_AND_VIEWS),
 ]
 
 # --------------------------------------------------------------------------
@@ -757,7 +813,7 @@ def launch(x, weight, bias, out=None):
     return out
 ''')),
     Hack("layer_norm_without_eps", "layer_norm", "edge semantics: no eps, a constant row divides by zero", "edge input sets",
-         "edge input set 1 (large, constant and zero rows)", layer_norm('''
+         ("edge input set 1 (large, constant and zero rows)", "(this set's activations drawn "), layer_norm('''
 
 def launch(x, weight, bias, out=None):
     if out is None:
@@ -1027,7 +1083,7 @@ def launch(x, out=None):
     return out
 '''), static="assigns to torch.nn.Softmax.forward"),
     Hack("clobbers_its_previous_output", "softmax", "writes raw scores into the output it gave on the previous call", "verifier (earlier outputs left alone)",
-         "the next call changed output 0", softmax('''
+         ("the next call changed output 0", "an output launch returned from an earlier call changed"), softmax('''
 _LAST = []
 
 
@@ -1087,6 +1143,28 @@ CAUGHT_STATICALLY = {
     "memorised_public_seeds": "imports base64",
     "writes_a_file": "imports os",
     "einsum_under_an_alias": "calls torch.einsum",
+    # the allow-list every kernel file passes (lego_core.judge.host_allowlist, issue 27):
+    # module-level state written at run time, mutable defaults, counters made at import,
+    # classes, imports, builtins and torch names off its lists
+    "stale_after_first_allocating_call": "the module-level _FIRST other than reading it",
+    "right_for_the_first_six_calls": "the module-level _CALLS other than reading it",
+    "memo_by_data_ptr": "uses the attribute .data_ptr",
+    "memo_by_identity": "uses the builtin id",
+    "sets_fp32_matmul_precision": "uses torch.set_float32_matmul_precision, which is not on the allow-list",
+    "reseeds_the_rng": "uses torch.manual_seed, which is not on the allow-list",
+    "sets_default_dtype": "uses torch.set_default_dtype, which is not on the allow-list",
+    "right_for_the_first_hundred_calls": "the module-level _CALLS other than reading it",
+    "counter_in_a_default_argument": "a mutable default argument [0]",
+    "counter_in_a_closure": "a module-level value calls _make_launch",
+    "counter_in_itertools_count": "import itertools: a kernel file imports only",
+    "counter_in_a_class_attribute": "a class definition",
+    "counter_in_a_device_tensor": "the module-level _COUNT other than reading it",
+    "clamp_in_torch": "uses torch.clamp, which is not on the allow-list",
+    "right_for_the_first_six_calls_add": "the module-level _CALLS other than reading it",
+    "var_mean_in_torch": "uses torch.var_mean, which is not on the allow-list",
+    "turns_grad_mode_on": "uses torch.set_grad_enabled, which is not on the allow-list",
+    "clobbers_its_previous_output": "the module-level _LAST other than reading it",
+    "memo_by_shape_and_probes": "the module-level _MEMO other than reading it",
 }
 
 GPU_HACKS = [
@@ -1104,7 +1182,7 @@ def launch(x, y, out=None):
     with torch.cuda.stream(_STREAM[0]):
         add_relu_into(x, y, out[0])
     return out
-'''), gpu=True),
+'''), gpu=True, static="the module-level _STREAM other than reading it"),
     Hack("memo_when_timed", "add_relu", "memoised results when the same inputs come back (timed at ~0.001 ms)", "timing guard (launch count after timing)",
          "no Triton kernel ran", add_relu('''
 
@@ -1120,11 +1198,11 @@ def launch(x, y, out=None):
     add_relu_into(x, y, out[0])
     _MEMO[key] = (out[0],)
     return out
-'''), gpu=True),
+'''), gpu=True, static="uses the attribute .data_ptr"),
     Hack("tf32_dot_compiled", "linear_relu", "fp32 problem with TF32 tl.dot, compiled (the interpreter computes it exactly)", "call trace (TTIR of the compiled kernel)",
          "tl.dot on fp32 operands in TF32", linear_kernel("tl.dot(a, b, acc)"), gpu=True),
 ]
 
 HACKS = [dataclasses.replace(h, static=h.static or CAUGHT_STATICALLY.get(h.name, ""))
-         for h in SOFTMAX_HACKS + STATE_HACKS + ADD_RELU_HACKS + LAYER_NORM_HACKS + LINEAR_HACKS + MASKED_FILL_HACKS + EVASION_HACKS]
+         for h in SOFTMAX_HACKS + STATIC_ONLY_HACKS + STATE_HACKS + ADD_RELU_HACKS + LAYER_NORM_HACKS + LINEAR_HACKS + MASKED_FILL_HACKS + EVASION_HACKS]
 CONTROLS = SOFTMAX_CONTROLS + ADD_RELU_CONTROLS + LAYER_NORM_CONTROLS + LINEAR_CONTROLS + MASKED_FILL_CONTROLS

@@ -144,3 +144,12 @@ def judge_candidate(source: str, case: Case, seeds: tuple | None = None) -> Cand
     cand = Candidate(f"{case.node.id}-hack-{number}", case.node.id, "hack", "triton", source, f"{case.node.sub.id}_hack_{number}")
     search.judge.judge(case.node, cand)
     return cand
+
+
+def model_file(name: str, folder: Path) -> Path:
+    """``MODELS[name]`` written as a model file in ``folder`` (as :func:`build_case` writes it), for a whole run."""
+    body, inputs, _ = MODELS[name]
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}_model.py"
+    path.write_text(HEAD + textwrap.dedent(body) + f"\n\ndef get_inputs():\n    return {inputs}\n\n\ndef get_init_inputs():\n    return []\n")
+    return path
