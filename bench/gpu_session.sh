@@ -23,6 +23,16 @@
 # $DTYPES at once, $JOBS (default 10) optimizer runs at a time, each capped
 # at $MAX_SEARCH_S of tree search and $MODEL_TIMEOUT_S (600) in all.
 #
+# JOB=accept is the search issue's acceptance run (issue 26) with the judge's
+# GPU checks (issue 27) first: the GPU-marked tests ($GPU_TESTS and the dot
+# precision tests; alone, $TEST_TIMEOUT_S, default 300), then
+# `bench/gpu_models.py --sets $SETS --dtypes $DTYPES --jobs $JOBS
+# --no-bench-timing --sidebyside` at default search settings (defaults:
+# reference,bench,breadth; bf16; 4; at most $MODEL_TIMEOUT_S (400) per
+# search), within $SEARCH_BUDGET_S of searches and $BUDGET_S in all when set
+# (models not reached become error rows that say so).  sidebyside.py travels
+# in .device_carry/tools (LEGO_SIDEBYSIDE).
+#
 # JOB=real runs instead `bench/real_models.py` (the Hugging Face, torchvision
 # and timm models of bench/models/real) over every dtype in $DTYPES, $JOBS
 # (default 4) optimizer runs at a time, each capped at $MAX_SEARCH_S (60) of
@@ -42,10 +52,14 @@ start)
   if [ -z "${LEGO_MODELS_DIR:-}" ] && [ -d "$WORK/tree/.device_carry/models" ]; then
     export LEGO_MODELS_DIR="$WORK/tree/.device_carry/models"
   fi
+  if [ -z "${LEGO_SIDEBYSIDE:-}" ] && [ -f "$WORK/tree/.device_carry/tools/sidebyside.py" ]; then
+    export LEGO_SIDEBYSIDE="$WORK/tree/.device_carry/tools/sidebyside.py"
+  fi
   cat >"$WORK/job.sh" <<EOF
 set -u
 cd "$WORK/tree"
 ${LEGO_MODELS_DIR:+export LEGO_MODELS_DIR=$LEGO_MODELS_DIR}
+${LEGO_SIDEBYSIDE:+export LEGO_SIDEBYSIDE=$LEGO_SIDEBYSIDE}
 export PYTHONUNBUFFERED=1 TRITON_INTERPRET=0
 nvidia-smi --query-gpu=name,memory.used,memory.total,utilization.gpu --format=csv >"$LOG/gpu.txt" 2>&1
 if [ "${JOB:-models}" = breadth ]; then
@@ -56,6 +70,17 @@ if [ "${JOB:-models}" = breadth ]; then
     --out-dir "$WORK/out" --results-dir "$WORK/results" >"$LOG/bench-breadth.txt" 2>&1
   echo "rc \$? wall \$(( \$(date +%s) - start )) s" >>"$LOG/bench-breadth.txt"
   wait; echo done >"$LOG/DONE"; exit 0
+fi
+if [ "${JOB:-models}" = accept ]; then
+  timeout ${TEST_TIMEOUT_S:-300} python3 -m pytest -o addopts= -p no:cacheprovider -q -rs -m gpu $GPU_TESTS tests/unit/test_judge_dot_precision.py \
+    >"$LOG/gpu-tests.txt" 2>&1; echo "rc \$?" >>"$LOG/gpu-tests.txt"
+  start=\$(date +%s)
+  python3 bench/gpu_models.py --sets ${SETS:-reference,bench,breadth} --dtypes ${DTYPES:-bf16} --jobs ${JOBS:-4} \
+    --no-bench-timing --sidebyside --sidebyside-runs ${SBS_RUNS:-1} --timing-cpu 3 --timeout ${MODEL_TIMEOUT_S:-400} \
+    ${SEARCH_BUDGET_S:+--search-budget $SEARCH_BUDGET_S} ${BUDGET_S:+--budget $BUDGET_S} ${MODELS:+--models $MODELS} \
+    --out-dir "$WORK/out" --results-dir "$WORK/results" >"$LOG/bench-accept.txt" 2>&1
+  echo "rc \$? wall \$(( \$(date +%s) - start )) s" >>"$LOG/bench-accept.txt"
+  echo done >"$LOG/DONE"; exit 0
 fi
 if [ "${JOB:-models}" = real ]; then
   export HF_HUB_OFFLINE=1 TRANSFORMERS_VERBOSITY=error
