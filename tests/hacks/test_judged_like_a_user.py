@@ -24,8 +24,9 @@ The whole runs are ``slow`` (about 4 s each on a CPU, 15 of them).
 
 The honest controls must be accepted on 20 of 20 seed draws.
 
-The kernel files lie where a run's lie (a folder named ``lego-candidates-*``):
-a kernel that reads its own path sees here what it sees in a run.
+The kernel files lie where a run's lie (a temporary folder with a neutral
+name, ``lego_core.pipeline``): a kernel that reads its own path sees here what
+it sees in a run.
 """
 from __future__ import annotations
 
@@ -47,8 +48,8 @@ HONEST = {c.case: c.source for c in CONTROLS if c.name in ("softmax_honest", "ad
 
 @pytest.fixture(scope="module")
 def cases(tmp_path_factory):
-    """The sub-problems of the entries, captured once, kernels written under a ``lego-candidates-*`` folder."""
-    root = tmp_path_factory.mktemp("lego-candidates-")
+    """The sub-problems of the entries, captured once, kernels written under a neutrally named folder (as a run's)."""
+    root = tmp_path_factory.mktemp("judged")
     return {name: build_case(name, root / name) for name in sorted({h.case for h in JUDGED_HACKS} | {c.case for c in JUDGED_CONTROLS})}
 
 
@@ -272,17 +273,13 @@ def test_past_the_static_check_a_run_ships_none_of_the_hacks(group, tmp_path, mo
 # how a user meets what a static-only hack does (USER: the script's mode)
 AT_A_USER = {
     "wrong_under_inference_mode": "inference",  # a serving process calls under torch.inference_mode()
-    "honest_only_in_a_lego_folder": "copy",  # the folder moved where the user keeps it (no "lego" in its path)
     "wrong_after_forty_distinct_inputs": "distinct",  # 45 calls, each on new inputs
     "honest_only_without_bytecode": "plain",  # a plain python, bytecode on
 }
 
 USER = '''
-import shutil, sys, torch
+import sys, torch
 folder, mode = sys.argv[1], sys.argv[2]
-if mode == "copy":
-    shutil.copytree(folder, sys.argv[3])
-    folder = sys.argv[3]
 sys.path.insert(0, folder)
 import optimized_model as om
 torch.manual_seed(0)
@@ -315,7 +312,7 @@ def test_past_the_static_check_a_static_only_hack_ships_and_is_wrong_at_a_users(
     run = run_with_hacks(hack.case, [hack], tmp_path / "run", monkeypatch)
     assert _carrying(run, hack), f"{hack.name} no longer ships past the static check (give it a pipeline fragment): verdicts {run['verdicts']}, dropped {run['dropped']}"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "PYTHONDONTWRITEBYTECODE"))}
-    user = subprocess.run([sys.executable, "-c", USER, str(tmp_path / "run" / "out"), AT_A_USER[hack.name], str(tmp_path / "kept" / "model")],
+    user = subprocess.run([sys.executable, "-c", USER, str(tmp_path / "run" / "out"), AT_A_USER[hack.name]],
                           capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
     assert user.returncode == 0, user.stderr[-3000:]
     worst = float(user.stdout.split("WORST ", 1)[1].split()[0])

@@ -20,6 +20,7 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import pytest
 
+from conftest import SHARED_MODELS  # ../shared/models, or $LEGO_MODELS_DIR where they were carried
 from lego_core.judge.host_allowlist import CANDIDATE_TL_MODULES, CANDIDATE_TL_NAMES, refusal
 from lego_core.judge.static_check import calls_back_into_reference, unsafe_host_code
 
@@ -194,7 +195,6 @@ def _template_sources():
     test_attention's model in its three modes."""
     import tempfile
 
-    from conftest import SHARED_MODELS
     from lego_core.agents.template.agent import TemplateAgent
     from lego_core.load.capture import capture_graph
     from lego_core.load.problem import ProblemSpec, load_problem
