@@ -26,6 +26,7 @@ run is refused before it starts (:func:`check_target`).
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import stat
 import time
@@ -42,6 +43,11 @@ LEGO_NAMES = (
     "constants.pt", "report.json", "report.html", FAILED, RECORD,
 )
 _LEGACY_HEADER = '"""Optimized by LEGO'
+# A staging folder the sandboxed child wrote, as check_staged walks it before
+# anything in it is read or moved (its names: runtime.staged's limits, within these)
+MAX_STAGED_ENTRIES = 8192  # files and folders in all (staged.MAX_FILES kernels and tests, 1,000 files in reference_modules/)
+MAX_STAGED_DEPTH = 12  # folders nested (reference_modules/: local_modules.MAX_DEPTH)
+MAX_STAGED_BYTES = 2 << 30  # all files together, bytes (constants.pt: at most 1 GiB; the rest source text)
 
 
 def staging_path(out: Path, run_id: str) -> Path:
@@ -126,18 +132,52 @@ def check_staged(stage: Path) -> None:
     sandboxed child) is a regular file or a folder: a symbolic link, a
     hard link to a file elsewhere, a FIFO or a device file would make the
     output folder, its downloads or its zip reach outside the run.  The
-    parent calls this before it commits the child's output."""
+    parent calls this before it commits the child's output.
+
+    Bounded: the walk (no recursion, entries counted as they are listed)
+    stops at the first of :data:`MAX_STAGED_ENTRIES` files and folders,
+    :data:`MAX_STAGED_DEPTH` folders deep or :data:`MAX_STAGED_BYTES` in
+    all that is passed, so a folder of millions of files costs the parent
+    no more than that before the run is refused."""
     stage = Path(stage)
-    for path in [stage, *stage.rglob("*")]:
-        info = path.lstat()
-        if stat.S_ISDIR(info.st_mode):
-            continue
-        if not stat.S_ISREG(info.st_mode) or info.st_nlink > 1:
-            what = "a symbolic link" if stat.S_ISLNK(info.st_mode) else ("a hard link" if stat.S_ISREG(info.st_mode) else "a special file")
-            raise ProblemError(
-                f"the run's output holds {what} ({path.relative_to(stage)}), which LEGO never writes; the output was discarded.",
-                hint="the model file must not create links or special files in the output folder.",
-            )
+    entries, total = 0, 0
+    folders = [(stage, 0)]
+    while folders:
+        folder, depth = folders.pop()
+        if depth == 0 and not stat.S_ISDIR(stage.lstat().st_mode):  # the folders below: seen as folders when listed
+            _refuse_staged(stage, stage, stage.lstat())
+        with os.scandir(folder) as listing:
+            for entry in listing:
+                entries += 1
+                if entries > MAX_STAGED_ENTRIES:
+                    raise _too_much(f"it holds more than {MAX_STAGED_ENTRIES:,} files and folders")
+                path = Path(entry.path)
+                info = entry.stat(follow_symlinks=False)
+                if stat.S_ISDIR(info.st_mode):
+                    if depth + 1 > MAX_STAGED_DEPTH:
+                        raise _too_much(f"it nests {path.relative_to(stage)} more than {MAX_STAGED_DEPTH} folders deep")
+                    folders.append((path, depth + 1))
+                    continue
+                _refuse_staged(path, stage, info)
+                total += info.st_size
+                if total > MAX_STAGED_BYTES:
+                    raise _too_much(f"its files hold more than {MAX_STAGED_BYTES >> 20:,} MiB in all")
+
+
+def _too_much(what: str) -> ProblemError:
+    return ProblemError(f"the run's output was discarded: {what}, which LEGO never writes.",
+                        hint="the model file must not write into the output folder; LEGO writes it.")
+
+
+def _refuse_staged(path: Path, stage: Path, info: os.stat_result) -> None:
+    """ProblemError unless ``info`` (``path``'s, not followed) is a regular file with one link."""
+    if not stat.S_ISREG(info.st_mode) or info.st_nlink > 1:
+        what = "a symbolic link" if stat.S_ISLNK(info.st_mode) else ("a hard link" if stat.S_ISREG(info.st_mode) else "a special file")
+        raise ProblemError(
+            f"the run's output holds {what} ({path.relative_to(stage) if path != stage else path.name}), "
+            "which LEGO never writes; the output was discarded.",
+            hint="the model file must not create links or special files in the output folder.",
+        )
 
 
 def discard(stage: Path) -> None:

@@ -16,6 +16,11 @@ LEGO writes, nothing else:
   identifier, no ``__pycache__``), at most ``local_modules.MAX_DEPTH``
   folders deep, ``local_modules.MAX_FILES`` files and
   ``local_modules.MAX_TOTAL_BYTES`` in all;
+* at most ``output.MAX_STAGED_ENTRIES`` files and folders,
+  ``output.MAX_STAGED_DEPTH`` folders deep and ``output.MAX_STAGED_BYTES``
+  in all, counted as the folder is walked, before anything in it is read or
+  moved (``output.check_staged``); the report the child returned at most
+  ``MAX_BYTES["report.json"]`` as JSON, measured before anything else;
 * only regular files with one link (``output.check_staged``), none with
   holes (a sparse file costs no disk here and gigabytes in every zip), each
   within its size limit (:data:`MAX_BYTES`);
@@ -61,6 +66,7 @@ def accept(stage: Path, report: dict, run_id: str, spec) -> dict:
     report and return it.  ``spec``: the run's ``ProblemSpec`` as this
     process knows it.  Raises ProblemError naming the first thing that is not
     LEGO's output (the run fails; nothing is committed)."""
+    _check_result_size(report)
     try:
         return _accept(Path(stage), report, run_id, spec)
     except OSError as exc:  # a folder the child made unreadable (a non-root worker cannot look inside)
@@ -91,6 +97,20 @@ def _accept(stage: Path, report: dict, run_id: str, spec) -> dict:
     checked = check_report(stage / "report.json", report, run_id, spec)
     (stage / "report.json").write_text(json.dumps(checked, indent=2))
     return checked
+
+
+def _check_result_size(report) -> None:
+    """ProblemError when the report the child returned is more than
+    ``MAX_BYTES["report.json"]`` as JSON (its ``report.json`` could not
+    equal it), measured as it is written out, never whole."""
+    limit, size = MAX_BYTES["report.json"], 0
+    try:
+        for chunk in json.JSONEncoder(check_circular=False).iterencode(report):
+            size += len(chunk)
+            if size > limit:
+                raise _refusal(f"the optimizer process returned a report of more than {limit / MiB:g} MiB as JSON")
+    except (TypeError, ValueError, RecursionError):
+        raise _refusal("the optimizer process returned a report that is not plain JSON data") from None
 
 
 def _module_files(stage: Path) -> list[Path]:
