@@ -27,7 +27,7 @@ from lego_core.search.cache import KernelCache, store_forwarded
 from lego_core.config import OptimizeConfig
 from lego_core.events import RunFailed, Sink, null_sink
 from lego_core.load.spec import TORCH_DTYPE_NAMES, ProblemError, ProblemSpec, new_run_id
-from lego_core.runtime.sandbox import ChildCrashed, run_in_child  # noqa: F401 - ChildCrashed: part of the API
+from lego_core.runtime.sandbox import ChildCrashed, StageTimeLimit, run_in_child  # noqa: F401 - ChildCrashed: part of the API
 
 
 def optimize(
@@ -86,11 +86,13 @@ def _run_isolated(spec: ProblemSpec, out_dir: str, config: OptimizeConfig, sink:
     """The run in a child process: jailed by bubblewrap where it can be
     (``lego_core.runtime.jail``), with ``config.limits``; kernel cache entries it
     sends are checked and written here (``cache.store_forwarded``); its
-    staged output is checked (``staged.accept``) and committed here."""
+    staged output is checked (``staged.accept``) and committed here.  Each
+    stage runs within ``config.stage_limits`` (enforced by ``run_in_child``,
+    outside the jail): StageTimeLimit names the stage past its limit; the
+    load stage's is a ProblemError of the file (:func:`_load_too_long`)."""
     from lego_core.pipeline_entry import run_pipeline_in_child
 
     started = time.monotonic()
-    clock = _LoadClock(spec, config.load_timeout_s, sink)
     cache = KernelCache(config.cache_dir, enabled=config.cache)  # the writer: only this process writes the cache
     config = dataclasses.replace(config, cache_dir=str(cache.root))  # the child's $HOME is not this one's
     stage = output.staging_path(Path(out_dir), run_id)
@@ -98,7 +100,6 @@ def _run_isolated(spec: ProblemSpec, out_dir: str, config: OptimizeConfig, sink:
     scratch = tempfile.mkdtemp(prefix="lego-sandbox-")
     child_spec = spec
     server, pools, config, sink = _agent_server(config, sink, isolated=True)  # agents that run here, not in the child
-    clock.sink = sink
     try:
         jail = None
         if jail_mod.wanted():
@@ -111,10 +112,18 @@ def _run_isolated(spec: ProblemSpec, out_dir: str, config: OptimizeConfig, sink:
         if jail is not None:  # the jail's working folder is its scratch folder: the model file by its full path
             child_spec = dataclasses.replace(spec, path=str(Path(spec.path).resolve()))
         store = functools.partial(store_forwarded, cache, key_for=_key_for(spec, config), origin=f"run {run_id} of {spec.name}")
+        watchdog = None if server is None else server.alarm  # a flooded agent relay stops the run
         report = run_in_child(
-            target, (child_spec, out_dir, config), clock, timeout_s=config.timeout_s, watchdog=clock.overdue,
+            target, (child_spec, out_dir, config), sink, timeout_s=config.timeout_s, watchdog=watchdog,
             jail=jail, limits=config.limits.as_dict(), handlers={"cache": store},
+            stage_limits=config.stage_limits.for_run(config.max_search_s),  # enforced here, outside the jail
         )
+        if server is not None and server.alarm() is not None:  # flooded after the last look
+            raise server.alarm()
+    except StageTimeLimit as exc:
+        if exc.stage == "load":  # an endless loop there is the file's fault, not the run's
+            raise _load_too_long(spec, exc.limit_s) from None
+        raise
     except ProblemError as exc:
         if exc.path == child_spec.path:
             exc.path = spec.path  # the user's own spelling of it
@@ -126,7 +135,7 @@ def _run_isolated(spec: ProblemSpec, out_dir: str, config: OptimizeConfig, sink:
         raise ChildCrashed("the optimizer process returned something that is not a report.")
     report = staged.accept(stage, report, run_id, spec)  # only what LEGO writes, within limits; report.json checked and rewritten here
     process_wall_s(report, time.monotonic() - started, stage / "report.json")
-    output.finish(stage, Path(out_dir), run_id, report, clock)
+    output.finish(stage, Path(out_dir), run_id, report, sink)
     return report
 
 
@@ -254,27 +263,13 @@ def _leave_no_unverified_output(out: Path, run_id: str, spec: ProblemSpec, exc: 
         pass  # the folder is not writable: the failure itself is what the caller reports
 
 
-class _LoadClock:
-    """Forwards events, and notices when loading the user's file (import,
-    get_inputs, building and running the model) takes longer than
-    ``limit_s``: an endless loop there is the file's fault, not the run's."""
-
-    def __init__(self, spec: ProblemSpec, limit_s: float | None, sink: Sink):
-        self.spec, self.limit_s, self.sink = spec, limit_s, sink
-        self.started = time.monotonic()
-        self.loading = True
-
-    def __call__(self, event) -> None:
-        if event.type == "stage_started" and event.stage != "load":
-            self.loading = False
-        self.sink(event)
-
-    def overdue(self) -> ProblemError | None:
-        if self.loading and self.limit_s is not None and time.monotonic() - self.started > self.limit_s:
-            return ProblemError(
-                f"loading the file did not finish within {self.limit_s:g} s (importing it, calling get_inputs() and "
-                "get_init_inputs(), building Model and running forward once).",
-                self.spec.path,
-                hint="look for an endless loop or very large sizes; lower the sizes with overrides.",
-            )
-        return None
+def _load_too_long(spec: ProblemSpec, limit_s: float) -> ProblemError:
+    """The ProblemError of a file whose load stage (import, get_inputs,
+    building and running the model) ran past ``limit_s`` seconds."""
+    return ProblemError(
+        f"loading the file did not finish within {limit_s:g} s (importing it, calling get_inputs() and "
+        "get_init_inputs(), building Model and running forward once).",
+        spec.path,
+        hint="look for an endless loop or very large sizes; lower the sizes with overrides. If it needs longer, raise the "
+             "load stage's limit: --stage-limit load=SECONDS on the command line, LEGO_STAGE_LIMIT_LOAD_S on the server.",
+    )

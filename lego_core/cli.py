@@ -2,7 +2,7 @@
 
 Usage: python -m lego_core optimize MODEL.py [--set k=v ...] [--dtype fp32|bf16|fp16] [--device cpu|cuda] [--out DIR]
        [--agent template|llm|both] [--agents N] [--strategy lego|monolithic] [--no-dedupe] [--no-mutation] [--no-cache]
-       [--max-agent-calls N] [--max-tokens N] [--max-search-time S] [--patience S]
+       [--max-agent-calls N] [--max-tokens N] [--max-search-time S] [--patience S] [--stage-limit STAGE=S ...]
 
 Shows a progress bar while the search runs and ends with a summary table.
 Exit status: 0 done, 1 the model file or an option is wrong, 3 the optimizer
@@ -21,11 +21,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from lego_core.api import optimize
-from lego_core.config import AGENT_CHOICES, DEFAULT_MAX_SEARCH_S, DEFAULT_PATIENCE_S, MAX_AGENTS, STRATEGIES, OptimizeConfig
+from lego_core.config import AGENT_CHOICES, DEFAULT_MAX_SEARCH_S, DEFAULT_PATIENCE_S, MAX_AGENTS, STAGES, STRATEGIES, OptimizeConfig, StageLimits
 from lego_core.errors import OptimizeError
 from lego_core.events import Event
 from lego_core.load.override_checks import check_overrides_in_source
-from lego_core.load.spec import DEVICES, DTYPE_NAMES, ProblemError, ProblemSpec, format_override, parse_overrides, read_source
+from lego_core.load.spec import DEVICES, DTYPE_NAMES, ProblemError, ProblemSpec, format_override, parse_overrides, read_source, syntax_problem
 from lego_core.report_view import host_load, phase_breakdown, signature_counts
 from lego_core.runtime.sandbox import ChildCrashed
 
@@ -46,6 +46,9 @@ def build_parser() -> argparse.ArgumentParser:
     opt.add_argument("--channels-last", choices=("off", "on", "auto"), default="off",
                      help="capture 4-D activations in channels-last (NHWC) order; auto: on a GPU for models with a 2-D convolution (default off)")
     opt.add_argument("--timeout", type=seconds_argument, default=None, help="stop the run after this many seconds")
+    opt.add_argument("--stage-limit", dest="stage_limits", type=stage_limit_argument, action="append", default=[], metavar="STAGE=S",
+                     help="time limit of one stage in seconds, 'none' for no limit (repeatable); past it the run stops naming the stage. "
+                          f"Stages and defaults: {stage_limit_defaults()}")
     search = opt.add_argument_group("search")
     search.add_argument("--agent", choices=AGENT_CHOICES, default="template",
                         help="who writes kernels: template (offline), llm (a language model at $LEGO_LLM_BASE_URL), both (best verified wins)")
@@ -98,6 +101,28 @@ def seconds_argument(text: str) -> float:
     if not 0 < value < float("inf"):
         raise argparse.ArgumentTypeError(f"must be a number of seconds above 0, got {text}")
     return value
+
+
+def stage_limit_argument(text: str) -> tuple[str, float | None]:
+    """argparse type: ``STAGE=SECONDS`` (``capture=600``, ``search=none``) as ``(stage, seconds or None)``."""
+    stage, sep, seconds = text.partition("=")
+    stage = stage.strip().lower()
+    if not sep or stage not in STAGES:
+        raise argparse.ArgumentTypeError(f"{text!r} is not STAGE=SECONDS with a stage of {', '.join(STAGES)} (e.g. capture=600)")
+    return stage, optional_seconds(seconds)
+
+
+def stage_limit_defaults() -> str:
+    """The stages with their default limits, for --help (the search's: the search budget plus a grace)."""
+    defaults = StageLimits()
+    text = []
+    for stage in STAGES:
+        seconds = getattr(defaults, f"{stage}_s")
+        if stage == "search" and seconds is None:
+            text.append(f"search=the search time plus {defaults.search_grace_s:g}")
+        else:
+            text.append(f"{stage}={'none' if seconds is None else f'{seconds:g}'}")
+    return ", ".join(text) + " (seconds)."
 
 
 def optional_seconds(text: str) -> float | None:
@@ -264,6 +289,9 @@ def run_optimize(args: argparse.Namespace, console: Console) -> int:
         spec = ProblemSpec(args.model, parse_overrides(args.overrides), args.dtype, args.device)
         source = read_source(args.model)  # a missing, unreadable or non-UTF-8 file is said now, before the optimizer's process starts
         check_overrides_in_source(spec.overrides, source, args.model)  # so is an override the file's constants refuse
+        broken = syntax_problem(source, args.model)  # and a file that does not compile: the form's and the load's words
+        if broken is not None:
+            raise broken
     except ProblemError as exc:
         console.print(f"[red]error:[/red] {escape(str(exc))}")
         return 1
@@ -300,6 +328,7 @@ def run_optimize(args: argparse.Namespace, console: Console) -> int:
         max_tokens=args.max_tokens,
         max_search_s=args.max_search_time,
         patience_s=args.patience,
+        stage_limits=StageLimits().with_limits(**dict(args.stage_limits)),  # a stage named twice: the last one counts
         import_paths=python_path(),  # the jail shows them read-only, as the model's own folder (lego_core.load.local_modules)
     )
     view = ProgressView(console)

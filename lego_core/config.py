@@ -61,6 +61,100 @@ class SandboxLimits:
     def as_dict(self) -> dict:
         """JSON-ready: ``{"memory_mb": ..., "cpu_s": ..., "processes": ..., "file_mb": ...}``."""
         return dataclasses.asdict(self)
+
+
+# The pipeline's stages, in the order the child announces them (StageStarted);
+# with what each does, for the message of one that ran past its limit.
+STAGES = ("load", "capture", "construct", "search", "compose", "verify", "launch")
+STAGE_WORK = {
+    "load": "importing the model file, calling get_inputs() and get_init_inputs(), building Model and running forward once",
+    "capture": "torch.export of the model's forward (a forward that waits or loops only while torch.compiler.is_exporting() "
+               "is true stops here)",
+    "construct": "building the fusion tree of sub-problems and their boundary values",
+    "search": "agents writing kernels and the judge checking them, past the search budget and its grace",
+    "compose": "writing the optimized model and its kernels",
+    "verify": "the end-to-end check: eager, the float64 reference and the optimized model run as a user runs it",
+    "launch": "choosing how the optimized model launches and timing it",
+}
+SEARCH_GRACE_S = 300.0  # StageLimits: the search stage's limit past the run's own search budget
+
+
+@dataclasses.dataclass(frozen=True)
+class StageLimits:
+    """Wall-clock limit of each stage of a run, in seconds (None: none).
+
+    Enforced from outside the jailed child (``lego_core.runtime.sandbox.run_in_child``):
+    the parent notes when each ``stage_started`` event arrives and, once the
+    current stage has run past its limit, kills the child's whole process
+    group and fails the run naming the stage, its limit and how to raise it
+    (``StageTimeLimit``; the load stage's is a ``ProblemError`` of the file,
+    as before).  The load stage counts from the child's start.  Stages only
+    move forward: a repeated or earlier ``stage_started`` does not restart a
+    clock, so a child that lies about its stage gets at most the sum of the
+    limits.  The whole run's ``OptimizeConfig.timeout_s`` still applies.
+
+    Defaults, sized so that a stage that hangs frees the worker long before
+    the web run's one-hour timeout while no honest run comes near them (on an
+    H200 the reference models took 57-114 s in all, the largest CNNs 246-295 s
+    in all with 150 s of search: every stage but the search together took
+    under 150 s there; a CPU run of a large model on a busy host is slower):
+
+    - ``load_s`` 300: as ``LEGO_LOAD_TIMEOUT_S`` always was (a large model's
+      weights and one forward on a CPU).
+    - ``capture_s`` 300: torch.export and the decomposition to core ATen of
+      a transformer of a few thousand ops take tens of seconds on a CPU.
+    - ``construct_s`` 180: the tree and the boundary values of every
+      verification seed are linear in the graph's size; seconds on the
+      reference models, a large graph on a busy CPU several times that.
+    - ``search_s`` None: the run's own search budget (``max_search_s``)
+      plus ``search_grace_s`` (300: agent calls in flight when the budget
+      ends are waited for, and an agent call may take the web app's
+      ``LEGO_AGENT_TIMEOUT_S``, 300 s by default); with no search budget,
+      no search limit.  A number sets the search's limit itself.
+    - ``compose_s`` 120: writing files from templates; seconds.
+    - ``verify_s`` 600: eager, the float64 reference and torch.compile once
+      on a GPU, then the optimized model in fresh processes on several input
+      sets, again for each step of the fallback's bisection when a kernel fails.
+    - ``launch_s`` 600: launch variants measured in fresh processes and
+      checked again, then (on a GPU) eager, torch.compile and the shipped
+      model timed (torch.compile of a large model takes minutes).
+    """
+
+    load_s: float | None = 300.0
+    capture_s: float | None = 300.0
+    construct_s: float | None = 180.0
+    search_s: float | None = None
+    search_grace_s: float = SEARCH_GRACE_S
+    compose_s: float | None = 120.0
+    verify_s: float | None = 600.0
+    launch_s: float | None = 600.0
+
+    def __post_init__(self) -> None:
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if value is None and field.name != "search_grace_s":
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
+                raise ValueError(f"stage limit {field.name} must be a number of seconds above 0"
+                                 f"{'' if field.name == 'search_grace_s' else ' or None'}, got {value!r}")
+            object.__setattr__(self, field.name, float(value))
+
+    def for_run(self, max_search_s: float | None) -> dict[str, float | None]:
+        """``{stage: seconds or None}`` for every stage of :data:`STAGES`, the
+        search's from ``max_search_s`` (the run's search budget) when not set."""
+        limits = {stage: getattr(self, f"{stage}_s") for stage in STAGES}
+        if limits["search"] is None and max_search_s is not None:
+            limits["search"] = float(max_search_s) + self.search_grace_s
+        return limits
+
+    def with_limits(self, **seconds: float | None) -> "StageLimits":
+        """A copy with the named stages' limits replaced (``capture=5``); ValueError for an unknown stage."""
+        unknown = sorted(set(seconds) - set(STAGES))
+        if unknown:
+            raise ValueError(f"unknown stage {unknown[0]!r}: the stages are {', '.join(STAGES)}")
+        return dataclasses.replace(self, **{f"{stage}_s": value for stage, value in seconds.items()})
+
+
 MAX_AGENTS = 64  # agents working on one run at once
 
 # The product's default search budget (the command line and the web app use
@@ -93,8 +187,8 @@ class OptimizeConfig:
     ``auto`` measures on a GPU and estimates without one; ``estimate`` always
     uses the cost model.  ``target_gpu``: the GPU the cost model describes.
     ``timeout_s``: wall-clock limit of the whole run in seconds (None: no
-    limit).  ``load_timeout_s``: limit on loading the user's file (import,
-    get_inputs, building and running the model once).  ``compare_compile``:
+    limit).  ``stage_limits``: the limit of each stage (:class:`StageLimits`;
+    loading the user's file is the ``load`` stage's).  ``compare_compile``:
     on a GPU, also time torch.compile of the original model for the report.
     ``force_triton``: choose every verified Triton candidate whatever its cost
     (tests use it to exercise every generated kernel in the composed model).
@@ -157,7 +251,7 @@ class OptimizeConfig:
     timing: str = "auto"
     target_gpu: str = "H200"
     timeout_s: float | None = None
-    load_timeout_s: float | None = 300.0
+    stage_limits: StageLimits = dataclasses.field(default_factory=StageLimits)
     compare_compile: bool = True
     force_triton: bool = False
     channels_last: bool | str = False
@@ -197,6 +291,8 @@ class OptimizeConfig:
             raise ValueError(f"agents must be from 1 to {MAX_AGENTS}, got {self.agents}")
         if self.channels_last not in (True, False, "auto"):
             raise ValueError(f"channels_last must be 'auto', True or False, got {self.channels_last!r}")
+        if not isinstance(self.stage_limits, StageLimits):
+            raise ValueError(f"stage_limits must be a StageLimits, got {self.stage_limits!r}")
         if isinstance(self.import_paths, str) or not all(isinstance(p, str) for p in self.import_paths):
             raise ValueError(f"import_paths must be a tuple of folder paths (str), got {self.import_paths!r}")
         object.__setattr__(self, "import_paths", tuple(self.import_paths))

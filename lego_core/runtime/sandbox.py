@@ -19,7 +19,18 @@ Everything the child sends is JSON, read with limits on its size, its
 number of values and its nesting (a message beyond them is a ChildCrashed):
 the parent never unpickles what a process running uploaded code wrote
 (``sandbox_child``).  Messages of other kinds go to ``handlers`` (the
-kernel cache's writes: ``lego_core.api``).
+kernel cache's writes: ``lego_core.api``).  The parent reads the pipe itself
+(:class:`_MessageReader`), never blocking on a message the child began and
+did not finish, and bounds the stream: an event of at most
+:data:`MAX_EVENT_BYTES`, at most :data:`MAX_STREAM_MESSAGES` messages and
+:data:`MAX_STREAM_BYTES` bytes in all (a child flooding events fails the run
+saying so; the parent holds at most one message and one read at a time).
+
+Stage limits (``config.StageLimits``) are enforced here, outside the jail:
+the parent notes when each ``stage_started`` event arrives and, when the
+current stage has run past its limit, kills the child's whole process group
+(the child starts a session of its own) and raises :class:`StageTimeLimit`
+naming the stage, its limit and how to raise it.
 
 The child's stdout and stderr are one pipe the parent reads
 (:class:`_OutputRelay`): its first :data:`MAX_OUTPUT_HEAD` bytes go to the
@@ -37,15 +48,16 @@ import pickle
 import re
 import select
 import signal
+import struct
 import subprocess
 import sys
 import threading
 import time
-from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, Callable
 
 from lego_core.runtime import sandbox_child
+from lego_core.config import STAGE_WORK, STAGES
 from lego_core.errors import OptimizeError
 from lego_core.events import event_from_dict, Sink, null_sink
 from lego_core.load.spec import ProblemError
@@ -60,6 +72,14 @@ MAX_MESSAGE_VALUES = 1_000_000  # JSON values (numbers, strings, lists, objects.
 MAX_MESSAGE_DEPTH = 100  # lists and objects nested in one another
 _JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')  # a JSON string, escapes included
 _PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])  # the folder lego_core/ is in
+# The stream of messages as a whole: the parent forwards every event to its
+# sink (the web app stores each one), so a child that floods events must end
+# its run, not fill the database.  A run of a 430-sub-problem model sends
+# some ten thousand events; the report (the last message) is below 16 MiB.
+MAX_EVENT_BYTES = 16 << 20  # one event (a node's reference source, a transcript)
+MAX_STREAM_MESSAGES = 500_000  # messages in one run
+MAX_STREAM_BYTES = 1 << 30  # bytes of all messages of one run
+_READ_BYTES = 1 << 20  # read from the pipe at most this much at a time
 MAX_OUTPUT_HEAD = 64 << 10  # bytes of the child's stdout + stderr forwarded as they come
 MAX_OUTPUT_TAIL = 64 << 10  # bytes of the rest kept (its last ones) and forwarded when it ends
 
@@ -131,6 +151,108 @@ class ChildCrashed(RuntimeError):
     or it broke the message protocol)."""
 
 
+class StageTimeLimit(ChildCrashed):
+    """A stage of the run (``config.STAGES``) ran past its limit (``config.StageLimits``);
+    the child's process group was killed.  ``stage``, ``limit_s``: which, and its limit."""
+
+    def __init__(self, stage: str, limit_s: float):
+        self.stage, self.limit_s = stage, limit_s
+        super().__init__(stage_limit_message(stage, limit_s))
+
+    def __reduce__(self):
+        return type(self), (self.stage, self.limit_s)
+
+
+def stage_limit_message(stage: str, limit_s: float) -> str:
+    """What a user reads when ``stage`` ran past ``limit_s`` seconds: the stage, the limit, what ran then, how to raise it."""
+    return (f"the {stage} stage ran past its limit of {limit_s:g} s and was stopped ({STAGE_WORK.get(stage, stage)}). "
+            f"If the model needs longer there, raise the limit: --stage-limit {stage}=SECONDS on the command line, "
+            f"LEGO_STAGE_LIMIT_{stage.upper()}_S on the server (StageLimits.{stage}_s from Python).")
+
+
+class _StageClock:
+    """The current stage of the child and when the parent heard it began,
+    against ``limits`` (``{stage: seconds or None}``).  The first stage
+    counts from ``started`` (the child's start); only a later stage of
+    :data:`config.STAGES` starts a new clock (a repeated, earlier or unknown
+    one changes nothing: a child cannot buy itself time)."""
+
+    def __init__(self, limits: dict, started: float):
+        self.limits, self.stage, self.since = dict(limits), STAGES[0], started
+
+    def saw(self, event) -> None:
+        if event.type == "stage_started" and event.stage in STAGES and STAGES.index(event.stage) > STAGES.index(self.stage):
+            self.stage, self.since = event.stage, time.monotonic()
+
+    def overrun(self) -> StageTimeLimit | None:
+        limit = self.limits.get(self.stage)
+        if limit is not None and time.monotonic() - self.since > limit:
+            return StageTimeLimit(self.stage, limit)
+        return None
+
+
+class _MessageReader:
+    """The child's messages from the pipe ``fd``, in
+    ``multiprocessing.connection``'s framing (a 4-byte big-endian length, or
+    -1 and an 8-byte length, then the bytes), read without ever waiting
+    longer than asked: a child that sends half a message and stops cannot
+    hold the parent (``Connection.recv_bytes`` waits for the whole of it).
+    Holds at most one message and one read; raises ChildCrashed for a
+    message over :data:`MAX_MESSAGE_BYTES` (on its length, before reading
+    it) or a stream beyond :data:`MAX_STREAM_MESSAGES` /
+    :data:`MAX_STREAM_BYTES`."""
+
+    def __init__(self, fd: int):
+        self.fd = fd
+        self.buffer = bytearray()
+        self.start = 0  # where the part of buffer not yet handed out begins
+        self.messages = self.bytes = 0
+        self.eof = False
+        self._poll = select.poll()  # not select(): a worker's descriptors may be numbered past 1023
+        self._poll.register(fd, select.POLLIN)
+
+    def wait(self, timeout_s: float) -> None:
+        """Read what the pipe holds, waiting up to ``timeout_s`` for it; ``eof`` once the child closed it."""
+        if not self._poll.poll(int(timeout_s * 1000)):
+            return
+        data = os.read(self.fd, _READ_BYTES)
+        if not data:
+            self.eof = True
+            return
+        self.bytes += len(data)
+        if self.bytes > MAX_STREAM_BYTES:
+            raise ChildCrashed(f"the optimizer process sent more than {MAX_STREAM_BYTES >> 20:,} MiB of messages in all "
+                               "and was stopped.")
+        if self.start:
+            del self.buffer[:self.start]
+            self.start = 0
+        self.buffer += data
+
+    def next(self) -> bytes | None:
+        """The next whole message read, or None."""
+        available = len(self.buffer) - self.start
+        if available < 4:
+            return None
+        (size,), header = struct.unpack_from("!i", self.buffer, self.start), 4
+        if size == -1:
+            if available < 12:
+                return None
+            (size,), header = struct.unpack_from("!Q", self.buffer, self.start + 4), 12
+        elif size < 0:
+            raise ChildCrashed("the optimizer process sent a message outside the protocol and was stopped.")
+        if size > MAX_MESSAGE_BYTES:
+            raise ChildCrashed(f"the optimizer process sent a message over {MAX_MESSAGE_BYTES >> 20} MiB and was stopped.")
+        if available < header + size:
+            return None
+        begin = self.start + header
+        data = bytes(self.buffer[begin:begin + size])
+        self.start = begin + size
+        self.messages += 1
+        if self.messages > MAX_STREAM_MESSAGES:
+            raise ChildCrashed(f"the optimizer process sent more than {MAX_STREAM_MESSAGES:,} messages and was stopped.")
+        return data
+
+
 def run_in_child(
     target: Callable[..., Any],
     args: tuple,
@@ -141,6 +263,7 @@ def run_in_child(
     jail=None,
     limits: dict | None = None,
     handlers: dict[str, Callable[[dict], None]] | None = None,
+    stage_limits: dict[str, float | None] | None = None,
 ) -> Any:
     """Call ``target(*args, emit)`` in a child process.
 
@@ -149,11 +272,15 @@ def run_in_child(
     delivered to ``sink`` in the parent.  ``timeout_s`` (seconds, None for no
     limit) kills the child and raises ChildCrashed when exceeded.
     ``watchdog()`` is called several times a second; when it returns an
-    exception the child is killed and that exception raised (a per-stage
-    time limit, say).  ``jail``: a ``lego_core.runtime.jail.Jail`` to run the child
+    exception the child is killed and that exception raised (a flooded
+    agent relay, say).  ``jail``: a ``lego_core.runtime.jail.Jail`` to run the child
     in (None: a plain child).  ``limits``: ``SandboxLimits.as_dict()``.
     ``handlers``: ``{kind: f(message)}`` for the child's other messages
-    (``sandbox_child.forwarder``).  The result must be JSON-ready data.
+    (``sandbox_child.forwarder``).  ``stage_limits``: ``{stage: seconds or
+    None}`` (``StageLimits.for_run``): when the child's current stage (its
+    ``stage_started`` events, the first stage from its start) runs past its
+    limit, its process group is killed and :class:`StageTimeLimit` raised.
+    The result must be JSON-ready data.
     """
     sink = sink or null_sink
     job = {
@@ -174,32 +301,45 @@ def run_in_child(
     else:
         command, env = argv, dict(os.environ, PYTHONPATH=os.pathsep.join([_PACKAGE_PARENT, *filter(None, [os.environ.get("PYTHONPATH")])]))
         env.pop("LEGO_IMPORT_VIEW", None)  # set by the jail only (local_modules.VIEW_ENV): this child is not jailed
+    clock = _StageClock(stage_limits, time.monotonic()) if stage_limits else None
     try:
+        # a session (and process group) of its own: a stage past its limit kills the group, whatever the child started
         child = subprocess.Popen(command, pass_fds=(job_read, out_write), env=env, stdin=subprocess.DEVNULL,
-                                 stdout=print_write, stderr=print_write, close_fds=True)
+                                 stdout=print_write, stderr=print_write, close_fds=True, start_new_session=True)
     except BaseException:
         os.close(print_read)
+        os.close(out_read)
         raise
     finally:
         os.close(job_read)
         os.close(out_write)
         os.close(print_write)
     printed = _OutputRelay(print_read)
-    receiver = Connection(out_read, writable=False)
     writer = threading.Thread(target=_send_job, args=(job_write, pickle.dumps(job)), daemon=True)
     writer.start()  # in a thread: a child that never reads must not block the parent
     try:
-        return _pump(child, receiver, sink, timeout_s, watchdog, handlers or {}, jailed=jail is not None)
+        return _pump(child, _MessageReader(out_read), sink, timeout_s, watchdog, handlers or {}, jail is not None, clock)
     finally:
-        if child.poll() is None:
-            child.kill()
+        _kill_group(child)
         try:
             child.wait(timeout=10)
         except subprocess.TimeoutExpired:
             pass
-        receiver.close()
+        os.close(out_read)
         writer.join(timeout=1)
         printed.close()
+
+
+def _kill_group(child: subprocess.Popen) -> None:
+    """SIGKILL the child's process group (its session's: ``start_new_session``)
+    while the child lives (not yet reaped, so its group id is still its own);
+    in the jail, bwrap's death takes its pid namespace, all of it, along."""
+    if child.poll() is not None:
+        return
+    try:
+        os.killpg(child.pid, signal.SIGKILL)
+    except OSError:
+        child.kill()
 
 
 def _send_job(fd: int, data: bytes) -> None:
@@ -210,32 +350,37 @@ def _send_job(fd: int, data: bytes) -> None:
         pass
 
 
-def _pump(child: subprocess.Popen, receiver: Connection, sink: Sink, timeout_s: float | None, watchdog, handlers: dict, jailed: bool) -> Any:
+def _pump(child: subprocess.Popen, reader: _MessageReader, sink: Sink, timeout_s: float | None, watchdog, handlers: dict,
+          jailed: bool, clock: _StageClock | None) -> Any:
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     while True:
         if deadline is not None and time.monotonic() > deadline:
             raise ChildCrashed(f"the optimizer ran past its time limit of {timeout_s:g} s and was stopped.")
         alarm = watchdog() if watchdog is not None else None
+        if alarm is None and clock is not None:
+            alarm = clock.overrun()
         if alarm is not None:
             raise alarm
-        if not receiver.poll(0.2):
+        data = reader.next()
+        if data is None:
+            if reader.eof:  # the child closed its end without a result: it died
+                try:
+                    code = child.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    code = None
+                raise ChildCrashed(_death_message(code, jailed))
+            reader.wait(0.2)
             continue
-        try:
-            data = receiver.recv_bytes(MAX_MESSAGE_BYTES)
-        except EOFError:  # the child closed its end without a result: it died
-            try:
-                code = child.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                code = None
-            raise ChildCrashed(_death_message(code, jailed)) from None
-        except OSError:
-            raise ChildCrashed(f"the optimizer process sent a message over {MAX_MESSAGE_BYTES >> 20} MiB and was stopped.") from None
         kind, message = _decode(data)
         if kind == "event":
+            if len(data) > MAX_EVENT_BYTES:
+                raise ChildCrashed(f"the optimizer process sent an event over {MAX_EVENT_BYTES >> 20} MiB and was stopped.")
             try:
                 event = event_from_dict(message["event"])
             except (KeyError, TypeError, ValueError) as exc:
                 raise ChildCrashed(f"the optimizer process sent an event outside the protocol ({type(exc).__name__}: {exc}) and was stopped.") from None
+            if clock is not None:
+                clock.saw(event)
             sink(event)
         elif kind == "done":
             return message.get("result")

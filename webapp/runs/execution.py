@@ -27,8 +27,9 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from lego_core import ChildCrashed, OptimizeConfig, ProblemError, ProblemSpec, optimize
-from lego_core.config import SandboxLimits
+from lego_core.config import SandboxLimits, StageLimits
 from lego_core.events import Event, RunFailed
+from lego_core.runtime.sandbox import StageTimeLimit
 from lego_core.load.spec import overrides_from_json
 from webapp.runs import heartbeat, lifecycle, live, server_paths, text_bounds
 from webapp.runs.fanout import AgentWorkerMissing, CeleryAgents
@@ -129,7 +130,7 @@ def claim(run_id: str, worker: str) -> Run | None:
 
 def run_config(owner_id: int | None = None, agent: str = "template") -> OptimizeConfig:
     """The optimizer's knobs for a web run: its time limits (the run's, and
-    loading the file's), the jailed child's resource limits
+    each stage's: ``LEGO_STAGE_LIMITS``), the jailed child's resource limits
     (``LEGO_RUN_LIMITS``) and how many agents work at once (with fan-out
     on, ``execute`` adds the run's ``fanout.CeleryAgents``); ``agent``: the run's choice
     (``template``, ``llm``, ``both``).  Without fan-out an LLM agent runs in
@@ -149,7 +150,7 @@ def run_config(owner_id: int | None = None, agent: str = "template") -> Optimize
     return OptimizeConfig(
         limits=dataclasses.replace(SandboxLimits(), **limits),
         timeout_s=settings.LEGO_RUN_TIMEOUT_S,
-        load_timeout_s=settings.LEGO_LOAD_TIMEOUT_S,
+        stage_limits=StageLimits().with_limits(**settings.LEGO_STAGE_LIMITS),  # each stage's, LEGO_STAGE_LIMIT_<STAGE>_S
         agents=settings.LEGO_AGENTS,
         agent=agent,
         max_tokens=settings.LEGO_RUN_MAX_TOKENS,
@@ -220,6 +221,8 @@ def execute(run: Run, on_stop: Callable[[], None] | None = None) -> None:
         fail(run, recorder, str(exc), error_type="AgentWorkerMissing")
     except ProblemError as exc:
         fail(run, recorder, str(exc), exc.line, error_type="ProblemError")
+    except StageTimeLimit as exc:  # a stage past its limit: its process group was killed, this worker is free
+        fail(run, recorder, str(exc), error_type="StageTimeLimit")
     except ChildCrashed as exc:
         fail(run, recorder, str(exc), error_type="ChildCrashed")
     except Exception as exc:  # noqa: BLE001 - whatever happens, the run must end

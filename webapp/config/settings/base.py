@@ -13,7 +13,17 @@ Environment variables:
 - ``LEGO_RUN_TIMEOUT_S``: wall-clock limit of one optimization run.
 - ``LEGO_LOAD_TIMEOUT_S``: limit on loading the uploaded file (import,
   get_inputs, building the model and running forward once; default 300 s);
-  past it the run fails saying so.
+  past it the run fails saying so.  The load stage's limit below, by its
+  older name (``LEGO_STAGE_LIMIT_LOAD_S`` wins when both are set).
+- ``LEGO_STAGE_LIMIT_LOAD_S``, ``_CAPTURE_S``, ``_CONSTRUCT_S``,
+  ``_SEARCH_S``, ``_COMPOSE_S``, ``_VERIFY_S``, ``_LAUNCH_S``
+  (``LEGO_STAGE_LIMIT_<STAGE>_S``): wall-clock limit of each stage of a run
+  in seconds (``lego_core.config.StageLimits``); unset: lego_core's defaults
+  (300, 300, 180, the run's search budget plus 300, 120, 600, 600).  The
+  run worker watches the stages from outside the jail and, past a stage's
+  limit, kills the run's process group: the run fails naming the stage, its
+  limit and this setting, and the worker takes the next run.  A number of
+  seconds above 0; anything else stops the server at start.
 - ``LEGO_RUN_MEMORY_MB``, ``LEGO_RUN_CPU_S``, ``LEGO_RUN_PROCESSES``,
   ``LEGO_RUN_FILE_MB``: the resource limits of a run's jailed child and of
   each process it starts (``lego_core.config.SandboxLimits``: data segment,
@@ -66,7 +76,7 @@ from pathlib import Path
 
 import dj_database_url
 
-from lego_core.config import DEFAULT_MAX_SEARCH_S, DEFAULT_PATIENCE_S
+from lego_core.config import DEFAULT_MAX_SEARCH_S, DEFAULT_PATIENCE_S, STAGES, StageLimits
 
 BASE_DIR = Path(__file__).resolve().parents[3]  # the repository root
 WEBAPP_DIR = BASE_DIR / "webapp"
@@ -284,7 +294,25 @@ REST_FRAMEWORK = {
 
 # --- LEGO ----------------------------------------------------------------------
 LEGO_RUN_TIMEOUT_S = float(env("LEGO_RUN_TIMEOUT_S", "3600"))
-LEGO_LOAD_TIMEOUT_S = float(env("LEGO_LOAD_TIMEOUT_S", "300"))
+def positive_seconds(variable: str, default: float | None) -> float | None:
+    """``$variable`` as a number of seconds above 0, ``default`` when unset; ValueError (the server does not start) for anything else."""
+    text = env(variable)
+    if text is None:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value < float("inf"):
+        raise ValueError(f"{variable} must be a number of seconds above 0, got {text!r}")
+    return value
+
+
+LEGO_LOAD_TIMEOUT_S = positive_seconds("LEGO_LOAD_TIMEOUT_S", StageLimits().load_s)
+# each stage's limit (lego_core.config.StageLimits): {stage: seconds, or None for lego_core's default}
+LEGO_STAGE_LIMITS = {stage: positive_seconds(f"LEGO_STAGE_LIMIT_{stage.upper()}_S", getattr(StageLimits(), f"{stage}_s")) for stage in STAGES}
+if env("LEGO_STAGE_LIMIT_LOAD_S") is None:
+    LEGO_STAGE_LIMITS["load"] = LEGO_LOAD_TIMEOUT_S
 # resource limits of a run's jailed child (lego_core.config.SandboxLimits);
 # None leaves lego_core's default
 LEGO_RUN_LIMITS = {
@@ -335,7 +363,7 @@ LEGO_WORKER_CUDA = None if _worker_cuda == "auto" else _worker_cuda in ("1", "tr
 # plus the file's load limit): the soft one raises in the task (the run
 # fails with a message), the hard one kills the pool process (the run is
 # failed on the message's next delivery, or by the reaper)
-LEGO_RUN_SOFT_LIMIT_S = LEGO_RUN_TIMEOUT_S + LEGO_LOAD_TIMEOUT_S + 60
+LEGO_RUN_SOFT_LIMIT_S = LEGO_RUN_TIMEOUT_S + LEGO_STAGE_LIMITS["load"] + 60
 LEGO_RUN_HARD_LIMIT_S = LEGO_RUN_SOFT_LIMIT_S + 60
 if REDIS_URL:
     # with acks_late, Redis hands an unacknowledged message to another
