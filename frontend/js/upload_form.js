@@ -7,7 +7,11 @@
  *   (back to the file's value: the line goes away), so the box stays the
  *   one thing the form sends;
  * - "start from an example" loads a reference model into the file input;
- * - a file kept from a failed try (#kept-constants) shows its fields at once.
+ * - a file kept from a failed try (#kept-constants) shows its fields at once;
+ * - a file over the model file limit (data-max-upload-bytes) is refused here,
+ *   before it is sent (#upload-too-large, the form's own words): the server
+ *   would refuse the whole request unread, and the page it answers with
+ *   cannot give back what was typed.
  */
 (function () {
   "use strict";
@@ -104,8 +108,36 @@
       .catch(function () { help.textContent = "Could not read the file's constants."; });
   }
 
+  var maxBytes = parseInt(form.dataset.maxUploadBytes || "0", 10);
+
+  function sizeText(size) {  // as body_limit.size_text writes it
+    if (size >= 1000000) return (size / 1000000).toFixed(1) + " MB";
+    return size >= 1000 ? Math.floor(size / 1000) + " kB" : size + " bytes";
+  }
+
+  // the file chosen when it is over the limit, with the form's message shown; else null (message removed)
+  function tooLarge() {
+    var old = document.getElementById("upload-too-large");
+    if (old) old.parentNode.removeChild(old);
+    var file = fileInput.files.length ? fileInput.files[0] : null;
+    if (!file || !maxBytes || file.size <= maxBytes) return null;
+    var note = document.createElement("div");
+    note.className = "errors";
+    note.id = "upload-too-large";
+    note.setAttribute("role", "alert");
+    note.textContent = "The file is larger than " + Math.floor(maxBytes / 1000) + " kB: it is " + sizeText(file.size) +
+      " (" + file.size.toLocaleString("en-US") + " bytes). A model file is Python source, usually a few kB; choose the model's .py file.";
+    fileInput.parentNode.insertBefore(note, fileInput.nextSibling);
+    return file;
+  }
+
+  form.addEventListener("submit", function (event) {
+    if (tooLarge()) { event.preventDefault(); fileInput.focus(); }  // nothing sent: what was typed stays
+  });
+
   fileInput.addEventListener("change", function () {
     var kept = document.getElementById("kept-upload");
+    if (tooLarge()) return;  // said next to the field; its constants are not read
     if (fileInput.files.length) {
       if (kept) kept.parentNode.removeChild(kept); // a new file replaces the kept one
       readConstants(fileInput.files[0]);

@@ -139,14 +139,84 @@ def unknown_constant_error(name: str, value, known, path: str | None = None) -> 
     )
 
 
+# a constant passed as one of these keywords is a position or an offset, which may be negative (dim=-1)
+INDEX_KEYWORDS = frozenset({"dim", "dims", "axis", "axes", "start_dim", "end_dim", "dim0", "dim1", "shifts", "shift", "offset",
+                            "diagonal", "index", "source", "destination", "start", "end", "step", "seed"})
+# ... and so is a constant whose name holds one of these words (dim alone: hidden_dim is a size)
+INDEX_WORDS = frozenset({"dim", "dims", "axis", "axes", "shift", "shifts", "offset", "offsets", "diagonal", "index", "idx",
+                         "pos", "position", "start", "end", "seed", "min", "max", "low", "high", "delta", "bias", "value"})
+
+
+def index_names(tree: ast.Module) -> set[str]:
+    """Names the file passes as a position or offset (``dim=dim``,
+    ``torch.roll(x, shifts=shift)``: :data:`INDEX_KEYWORDS`), which may be
+    negative although the file's value is positive."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.keyword) and node.arg in INDEX_KEYWORDS:
+            names.update(n.id for n in ast.walk(node.value) if isinstance(n, ast.Name))
+    return names
+
+
+def _is_index(name: str, indexes: set[str]) -> bool:
+    words = name.lower().split("_")
+    return name in indexes or (name.lower() in ("dim", "dims")) or any(w in INDEX_WORDS - {"dim", "dims"} for w in words)
+
+
+def _negative(file_value, value, where: str):
+    """``(where, value)`` of the first number of ``value`` below 0 where the
+    file's (every number of it an integer above 0) is positive, or None."""
+    if type(value) in (list, tuple) and type(file_value) in (list, tuple) and file_value:
+        for k, item in enumerate(value):
+            found = _negative(file_value[min(k, len(file_value) - 1)], item, f"{where}[{k}]")
+            if found is not None:
+                return found
+        return None
+    if type(file_value) is int and file_value > 0 and type(value) is int and value < 0:
+        return where, value
+    return None
+
+
+def _all_positive_ints(value) -> bool:
+    if type(value) in (list, tuple):
+        return bool(value) and all(_all_positive_ints(item) for item in value)
+    return type(value) is int and value > 0
+
+
+def override_sign_error(name: str, file_value, value, path: str | None = None, line: int | None = None,
+                        indexes: set[str] = frozenset()) -> ProblemError | None:
+    """None unless the override ``value`` is negative where the file's
+    integer constant ``file_value`` is positive (every number of a list or
+    tuple constant: sizes), which makes a size or count no model can have
+    (``rows=-5`` for ``rows = 4``); a position or offset (``dim``,
+    ``shift``, a name the file passes as ``dim=``: :func:`index_names`,
+    ``indexes``) may be negative.  Else the ProblemError, at the file's
+    assignment."""
+    if _is_index(name, indexes) or not _all_positive_ints(file_value):
+        return None
+    found = _negative(file_value, value, name)
+    if found is None:
+        return None
+    where, wrong = found
+    what = ("a positive integer constant, a size or count" if type(file_value) is int
+            else "positive whole numbers, sizes or counts")
+    message = (f"override {name}={shorten(format_override(value))}: `{name}` {'is' if type(file_value) is int else 'holds'} "
+               f"{what} ({name} = {shorten(repr(file_value))} in the file); "
+               + (f"{wrong} is negative" if where == name else f"{where}={wrong} is negative"))
+    return ProblemError(message + ".", path, line,
+                        hint=f"give {where} a whole number of at least 1 (0 only where the model allows it, such as a padding).")
+
+
 def check_overrides_in_source(overrides: dict, source: str, path: str | None = None, refuse_unknown_names: bool = True) -> None:
     """Refuse, before the file runs, the overrides that its syntax tree
     already shows cannot apply: a name that no module-level assignment binds
-    (``overrides.assigned_names``; only with ``refuse_unknown_names``), or a
+    (``overrides.assigned_names``; only with ``refuse_unknown_names``), a
     value of the wrong kind for a constant the file sets to a literal
-    (``overrides.literal_constants``).
-    Raises the ProblemError that loading would raise; a file that does not
-    parse, and overrides of constants the file computes (``hidden = 4 *
+    (``overrides.literal_constants``), or a negative value for a positive
+    integer constant (:func:`override_sign_error`).
+    Raises the ProblemError that loading would raise (the sign: what the
+    upload form, the JSON API and the command line say); a file that does
+    not parse, and overrides of constants the file computes (``hidden = 4 *
     d_model``), are left to the load, which checks them as the file runs."""
     if not overrides:
         return
@@ -154,12 +224,13 @@ def check_overrides_in_source(overrides: dict, source: str, path: str | None = N
         tree = ast.parse(source)
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return
-    bound, literals = assigned_names(tree), literal_constants(tree)
+    bound, literals, indexes = assigned_names(tree), literal_constants(tree), index_names(tree)
     for name, value in overrides.items():
         if refuse_unknown_names and name not in bound:
             raise unknown_constant_error(name, value, literals, path)
         if name in literals:
             file_value, line = literals[name]
-            error = override_type_error(name, file_value, value, path, line)
+            error = (override_type_error(name, file_value, value, path, line)
+                     or override_sign_error(name, file_value, value, path, line, indexes))
             if error is not None:
                 raise error

@@ -26,7 +26,7 @@ from lego_core.load.module_attributes import baked_fields
 from lego_core.load.override_checks import override_type_error, unknown_constant_error
 from lego_core.load.overrides import OverrideError, exec_with_overrides, is_constant_value
 from lego_core.load.spec import DEVICES, DTYPE_NAMES, ProblemError, ProblemSpec, decode_source, parse_overrides, read_source  # noqa: F401 - re-exported
-from lego_core.load.spec import format_override, shorten
+from lego_core.load.spec import format_override, shorten, syntax_problem
 from lego_core.load.state import hooks_error, plain_values, preserved, python_state_error, uncarried_state_error
 from lego_core.load.state_checks import outside_fingerprints
 
@@ -120,8 +120,8 @@ def load_problem(spec: ProblemSpec) -> Problem:
     try:
         return _load_problem(spec)
     except ProblemError as exc:
-        if not spec.overrides and exc.hint == FIX_THE_LINE_OR_OVERRIDE:
-            exc.hint = FIX_THE_LINE  # no override to blame
+        if not spec.overrides:
+            exc.hint = _without_override(exc.hint)  # no override to blame
         raise
 
 
@@ -209,11 +209,9 @@ def _import_source(path: str, source: str, overrides: dict | None = None) -> tup
     and a constant whose final value is not the override (rebound by something
     other than an assignment)."""
     overrides = dict(overrides or {})
-    try:
-        compile(source, path, "exec")
-    except SyntaxError as exc:
-        raise ProblemError(f"syntax error: {exc.msg}.", path, exc.lineno,
-                           hint="correct the Python syntax on that line." if exc.lineno else "correct the Python syntax.") from None
+    error = syntax_problem(source, path)  # what the upload form and the command line say before a run
+    if error is not None:
+        raise error
     not_constant: list[str] = []
 
     def check(name: str, original: Any, value: Any, line: int) -> None:
@@ -271,7 +269,17 @@ def _constants(module: types.ModuleType) -> dict:
 FIX_THE_LINE = "fix the code at that line."
 NO_KERNEL_FOR_DTYPE = ("PyTorch itself has no kernel for this op at this dtype on this device (eager fails too): "
                        "choose another dtype (--dtype, or the form's dtype), or run on a GPU (--device cuda).")
-FIX_THE_LINE_OR_OVERRIDE = "fix the code at that line (an override may have made a size invalid)."
+OVERRIDE_NOTE = " (an override may have made a size invalid)"
+FIX_THE_LINE_OR_OVERRIDE = f"fix the code at that line{OVERRIDE_NOTE}."
+# no line of the file in the traceback (the call itself failed: a wrong number of arguments, an input
+# torch's own code refused): what that call needs, never "at that line"
+CALL_FIXES = {
+    "running Model.forward on get_inputs()": "make get_inputs() return a list of what Model.forward takes, one item per "
+                                             "argument (tensors, or the numbers it expects)",
+    "Model(*get_init_inputs())": "make get_init_inputs() return a list of what Model.__init__ takes, one item per argument",
+    "get_inputs()": "make get_inputs() return a list of the inputs of Model.forward",
+    "get_init_inputs()": "make get_init_inputs() return a list of the arguments of Model.__init__",
+}
 
 
 def _call_user(path: str, what: str, fn: Callable[[], Any]) -> Any:
@@ -293,12 +301,28 @@ def _call_user(path: str, what: str, fn: Callable[[], Any]) -> Any:
             raise ProblemError(f"{type(exc).__name__} while {what}: {explained.message}", path, _user_line(exc, path),
                                hint=explained.hint) from None
         text = one_line(str(exc))  # MemoryError(), KeyboardInterrupt(): no text
+        line = _user_line(exc, path)
         raise ProblemError(
             f"{type(exc).__name__} while {what}" + (f": {text}" if text else ""),
             path,
-            _user_line(exc, path),
-            hint=NO_KERNEL_FOR_DTYPE if _no_kernel_for_dtype(exc) else FIX_THE_LINE_OR_OVERRIDE,
+            line,
+            hint=NO_KERNEL_FOR_DTYPE if _no_kernel_for_dtype(exc) else _fix_hint(what, line),
         ) from None
+
+
+def _fix_hint(what: str, line: int | None) -> str:
+    """How to fix an exception of user code: "at that line" only where the
+    error names a line of the file; else what the failed call needs
+    (:data:`CALL_FIXES`)."""
+    if line is not None:
+        return FIX_THE_LINE_OR_OVERRIDE
+    return CALL_FIXES.get(what, f"fix what the file does while {what}") + OVERRIDE_NOTE + "."
+
+
+def _without_override(hint: str) -> str:
+    """``hint`` without "(an override may have made a size invalid)": for a
+    run with no override."""
+    return hint.replace(OVERRIDE_NOTE, "")
 
 
 def _no_kernel_for_dtype(exc: BaseException) -> bool:

@@ -66,10 +66,86 @@ def read_source(path: str) -> str:
     return decode_source(data, path)
 
 
+NOT_SOURCE_HINT = (
+    "upload the model's Python source file (text: `class Model(nn.Module)`, `get_inputs()`, `get_init_inputs()`); "
+    "renaming another file to .py does not make it one."
+)
+
+# the first bytes of common binary formats: (signature, what it is).  A signature of printable
+# characters only (%PDF-, GIF89a) counts only where the bytes are binary too (GIF89a alone is a Python name)
+_MAGIC = (
+    (b"\x89PNG\r\n\x1a\n", "a PNG image"), (b"\xff\xd8\xff", "a JPEG image"), (b"GIF87a", "a GIF image"),
+    (b"GIF89a", "a GIF image"), (b"%PDF-", "a PDF document"), (b"PK\x03\x04", "a zip archive (or a file in a zip "
+    "format: a torch.save checkpoint, a .docx, a wheel)"), (b"PK\x05\x06", "an empty zip archive"),
+    (b"\x7fELF", "an ELF executable or library"), (b"\x1f\x8b", "a gzip archive"), (b"BZh", "a bzip2 archive"),
+    (b"\xfd7zXZ\x00", "an xz archive"), (b"7z\xbc\xaf\x27\x1c", "a 7-Zip archive"), (b"\x28\xb5\x2f\xfd", "a zstd archive"),
+    (b"SQLite format 3\x00", "an SQLite database"), (b"\x93NUMPY", "a NumPy array file"), (b"\x89HDF\r\n\x1a\n", "an HDF5 file"),
+    (b"MZ", "a Windows executable"), (b"\xcf\xfa\xed\xfe", "a Mach-O executable"), (b"\xca\xfe\xba\xbe", "a Java class or Mach-O file"),
+    (b"\x00asm", "a WebAssembly module"), (b"RIFF", "a RIFF file (a WAV, AVI or WebP)"), (b"\x80\x02", "a Python pickle"),
+    (b"\x80\x04\x95", "a Python pickle"), (b"\x80\x05\x95", "a Python pickle"), (b"OggS", "an Ogg media file"),
+    (b"fLaC", "a FLAC audio file"), (b"ID3", "an MP3 audio file"), (b"II*\x00", "a TIFF image"), (b"MM\x00*", "a TIFF image"),
+)
+_PYC = "a compiled Python file (.pyc)"
+_SAMPLE = 8192  # bytes looked at to tell binary data from text
+_TEXT_CONTROLS = frozenset(b"\t\n\r\f\v\x1b")  # control bytes that text holds
+
+
+def _printable(signature: bytes) -> bool:
+    return all(0x20 <= byte < 0x7F for byte in signature)
+
+
+def binary_kind(data: bytes) -> str | None:
+    """What ``data`` is when it is binary data, not text (``"a PNG image"``,
+    or ``"binary data"`` when no known signature says more), else None.
+
+    Told by the first bytes' signature (images, archives, executables,
+    pickles, a compiled Python file) or by the first 8 KB: NUL bytes that
+    are not a UTF-16 text's (one beside every letter) in bytes that are not
+    UTF-8 (or many of them), or more than one byte in ten a control
+    character no text holds.  Text in another encoding (Latin-1,
+    Windows-1252, UTF-16 without a byte-order mark) and UTF-8 text with a
+    stray NUL are not binary: they are said to be text in the wrong
+    encoding (:func:`decode_source`)."""
+    sample = data[:_SAMPLE]
+    generic = _looks_binary(sample)
+    for magic, kind in _MAGIC:
+        if data.startswith(magic) and (generic or not _printable(magic)):
+            return kind
+    if len(data) >= 16 and data[2:4] == b"\r\n" and data[4:8] in (b"\x00\x00\x00\x00", b"\x01\x00\x00\x00", b"\x03\x00\x00\x00"):
+        return _PYC  # the magic number of one Python version, then its flags
+    return "binary data" if generic else None
+
+
+def _looks_binary(sample: bytes) -> bool:
+    """Whether the first bytes of a file are binary data (:func:`binary_kind`)."""
+    if not sample:
+        return False
+    nuls = sample.count(0)
+    if nuls:
+        half = len(sample) / 2
+        even, odd = sample[0::2].count(0), sample[1::2].count(0)
+        wide = max(even, odd) >= 0.3 * half and min(even, odd) <= 0.05 * half  # UTF-16 text without its mark
+        if not wide and (_not_utf8(sample) or (nuls >= 64 and nuls >= 0.01 * len(sample))):
+            return True
+    controls = sum(1 for byte in sample if (byte < 0x20 or byte == 0x7F) and byte not in _TEXT_CONTROLS and byte != 0)
+    return controls > 0.1 * len(sample)
+
+
+def _not_utf8(sample: bytes) -> bool:
+    """Whether ``sample`` (maybe cut inside a character) is not UTF-8."""
+    try:
+        sample.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return exc.start < len(sample) - 3  # a character cut at the end of the sample is not an error
+    return False
+
+
 def decode_source(data: bytes, path: str | None = None) -> str:
     """A model file's bytes as text: UTF-8 (a leading UTF-8 byte-order mark
-    dropped), with no NUL byte.  Anything else raises ProblemError saying
-    that the file is not UTF-8 text, where (the line of the first bad
+    dropped), with no NUL byte.  Anything else raises ProblemError: for
+    binary data (an image, an archive, an executable renamed ``.py``:
+    :func:`binary_kind`) that the file is not a Python source file; for
+    text, that the file is not UTF-8 text, where (the line of the first bad
     byte, when there is one to name) and how to convert it; a UTF-16 or
     UTF-32 file (Windows "Unicode") is named as such.  Pure bytes work, no
     torch: the upload form checks a file with it before a run is made."""
@@ -77,6 +153,10 @@ def decode_source(data: bytes, path: str | None = None) -> str:
         if data.startswith(bom):
             raise ProblemError(f"the file is not UTF-8 text: it is {name} (it starts with a {name} byte-order mark)",
                                path, 1, hint=UTF8_HINT)
+    kind = binary_kind(data)
+    if kind is not None:
+        said = f"it is {kind}, by its first bytes" if kind != "binary data" else "it holds binary data, bytes no text file holds"
+        raise ProblemError(f"the file is not a Python source file: {said}", path, hint=NOT_SOURCE_HINT)
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -90,6 +170,24 @@ def decode_source(data: bytes, path: str | None = None) -> str:
                            "(a file saved as UTF-16 has one beside every letter)",
                            path, line, hint=UTF8_HINT)
     return text
+
+
+def syntax_problem(source: str, path: str | None = None) -> ProblemError | None:
+    """The ProblemError for a model file whose text does not compile
+    (``syntax error: <Python's message>.`` at its line, with the fix), or
+    None when it compiles.  Compiled only, never run (no torch): the upload
+    form, the JSON API, the command line and the load itself say the same."""
+    try:
+        compile(source, path or "<model>", "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        line = exc.lineno or None
+        return ProblemError(f"syntax error: {exc.msg}.", path, line,
+                            hint="correct the Python syntax on that line." if line else "correct the Python syntax.")
+    except (ValueError, MemoryError, RecursionError) as exc:  # nested too deep for the compiler
+        return ProblemError(f"the file cannot be compiled: {type(exc).__name__}"
+                            + (f": {exc}" if str(exc) else " (expressions nested too deeply)") + ".",
+                            path, hint="write the deeply nested expressions in several statements.")
+    return None
 
 
 def syntax_error_text(exc: SyntaxError) -> str:

@@ -65,9 +65,22 @@ class Hostile:
     # only reads (and raises what it got): it cannot leave the worker worse off
     # than its checks see (its pids, its pool, leftover processes, the cache)
     reads_only: bool = False
+    data: bytes = b""  # the file's bytes as they are (binary content), instead of ``code``
 
     def source(self, paths: dict[str, str]) -> bytes:
-        return self.code.format(**paths).encode()
+        return self.data or self.code.format(**paths).encode()
+
+
+def _png() -> bytes:
+    """A real 4x1 PNG image: a screenshot renamed model.py."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 4, 1, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(b"\x00" + b"\xff\x00\x00" * 4)) + chunk(b"IEND", b""))
 
 
 def _steal(name: str, action: str, says: tuple[str, ...], **kw) -> Hostile:
@@ -143,10 +156,28 @@ for line in open('/proc/self/mountinfo'):
             ("server_paths_in_the_error.py:3: ValueError while importing the file: server_paths_in_the_error.py var/media.",), never=("{media}",)),
     Hostile("endless_recursion", "def f():\n    return f()\n\n\nf()\n", ("RecursionError",)),
     # --- files that are not a model ----------------------------------------------------
-    Hostile("not_python_at_all", "\x7fELF\x02\x01\x01 ) binary junk (\n", ("syntax error",)),
+    # binary content (issue 28: was called a text-encoding problem, or queued to fail on a syntax error): refused by the form
+    Hostile("not_python_at_all", "\x7fELF\x02\x01\x01 ) binary junk (\n",
+            ("not_python_at_all.py: the file is not a Python source file: it is an ELF executable or library, by its first bytes.",),
+            state="rejected"),
+    Hostile("png_renamed_py", "", ("png_renamed_py.py: the file is not a Python source file: it is a PNG image, by its first bytes.",
+                                   "renaming another file to .py does not make it one"), state="rejected", data=_png()),
+    # issue 28: a syntax error the form had flagged was queued and failed 15-22 s later
+    Hostile("syntax_error", "import torch\n\n\ndef get_inputs(:\n    return []\n",
+            ("syntax_error.py:4: syntax error: invalid syntax. Fix: correct the Python syntax on that line.",), state="rejected"),
     # not UTF-8 text: the form says so (lego_core.load.spec.decode_source), no run is made
     Hostile("null_bytes", "x = 1\n\x00\x00\n", ("null_bytes.py:2: the file is not UTF-8 text: it holds null bytes",), state="rejected"),
     Hostile("empty_file", "", ("The submitted file is empty.",), state="rejected"),  # by the form: no run
     Hostile("get_inputs_returns_junk", TAIL + "\n\ndef get_inputs():\n    return [object()]\n", ("TypeError while running Model.forward on get_inputs(): relu(): argument 'input' (position 1) must be Tensor, not object.",)),
     Hostile("forward_returns_none", TAIL.replace("return torch.relu(x) * 2", "return None"), ("forward_returns_none.py: Model.forward returned NoneType, not a tensor (nor a tuple, list or dict of tensors).",)),
+    # issue 28: no line of the file in the error (the call itself failed), yet the fix said "fix the code at that line"
+    Hostile("forward_argument_count", TAIL.replace("return [torch.randn(4, 8)]", "return [torch.randn(4, 8), torch.randn(4, 8)]"),
+            ("forward_argument_count.py: TypeError while running Model.forward on get_inputs(): Model.forward() takes 2 positional "
+             "arguments but 3 were given. Fix: make get_inputs() return a list of what Model.forward takes, one item per argument",),
+            never=("at that line", "line None")),
+    # issue 28: "read torch.export's message above", where nothing is above: torch's own words are in the message
+    Hostile("capture_fails_on_data_dependent_control_flow",
+            TAIL.replace("return torch.relu(x) * 2", "if x.sum() > 0:\n            return x * 2\n        return x - 1"),
+            ("torch.export could not capture the model: data-dependent control flow", "torch.export said: "),
+            never=("message above",)),
 ]

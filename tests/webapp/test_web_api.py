@@ -66,6 +66,7 @@ def test_without_a_valid_token_the_api_answers_401_with_how_to_authenticate(head
 def test_a_token_posts_a_run_without_csrf_and_it_is_queued_after_commit(
     api, user, good_model, queued, django_capture_on_commit_callbacks
 ):
+    good_model = good_model.replace(b"rows = 4\n", b"rows = 4\nd_in = 8\n")  # overrides name the file's constants (issue 28)
     with django_capture_on_commit_callbacks(execute=True):
         response = post_run(api, good_model, overrides="rows=2, d_in=4", dtype="fp32", device="cpu")
     assert response.status_code == 201, response.content
@@ -192,7 +193,7 @@ def test_cuda_on_a_server_whose_workers_have_no_gpu_is_a_400_before_any_run(api,
 @pytest.mark.django_db
 def test_overrides_may_be_a_json_object(api, good_model, queued):
     text = json.dumps({"rows": 16, "eps": 1e-5, "bias": True})
-    response = post_run(api, good_model, overrides=text)
+    response = post_run(api, good_model.replace(b"rows = 4\n", b"rows = 4\neps = 1e-6\nbias = False\n"), overrides=text)
     assert response.status_code == 201, response.content
     assert Run.objects.get().overrides == {"rows": 16, "eps": 1e-5, "bias": True}
 

@@ -351,7 +351,7 @@ def test_a_model_file_over_the_upload_limit_says_so(user_client, settings, media
         "upload": SimpleUploadedFile("big.py", b"#" * (settings.LEGO_MAX_UPLOAD_BYTES + 1)), "dtype": "fp32", "device": "cpu",
     })
     assert response.status_code == 200
-    assert "The file is larger than 1000 kB." in response.content.decode()
+    assert "The file is larger than 1000 kB: it is 1.0 MB (1,000,001 bytes)." in response.content.decode()
     assert not Run.objects.exists() and upload_files(media_root) == []
 
 
@@ -477,8 +477,9 @@ def test_a_row_that_cannot_be_saved_leaves_no_upload_behind(user_client, good_mo
 
 
 def test_good_overrides_still_work(api, good_model, queued):
+    model = good_model.replace(b"rows = 4\n", b"rows = 4\neps = 1e-5\nneg = -1\non = False\n")  # overrides name real constants
     response = api.post(reverse("api:runs"), {
-        "model": SimpleUploadedFile("m.py", good_model), "overrides": "rows=9223372036854775807, eps=1e-300, neg=-2, on=true",
+        "model": SimpleUploadedFile("m.py", model), "overrides": "rows=9223372036854775807, eps=1e-300, neg=-2, on=true",
     }, format="multipart")
     assert response.status_code == 201, response.content
     assert Run.objects.get().overrides == {"rows": 2**63 - 1, "eps": 1e-300, "neg": -2, "on": True}
@@ -752,3 +753,216 @@ def test_a_50_mb_error_message_is_stored_and_shown_bounded(user_client, make_run
     assert len(transcript["content"]) <= text_bounds.MAX_EVENT_TEXT_CHARS
     page = user_client.get(reverse("runs:detail", args=[run.id])).content.decode()
     assert len(page) < 1_000_000 and "more characters cut" in page
+
+
+# --- refused before queueing: what the page and the API know without running the file (issue 28) ---------
+
+
+def png_bytes() -> bytes:
+    """A real 4x1 PNG image, as a user's screenshot renamed model.py would be."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    pixels = zlib.compress(b"\x00" + b"\xff\x00\x00" * 4)
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 4, 1, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", pixels) + chunk(b"IEND", b""))
+
+
+NOT_SOURCE_FIX = ("Fix: upload the model's Python source file (text: `class Model(nn.Module)`, `get_inputs()`, "
+                  "`get_init_inputs()`); renaming another file to .py does not make it one.")
+SIGN_FIX = "Give rows a whole number of at least 1 (0 only where the model allows it, such as a padding)."
+
+# (case, file (None: the good model), overrides, the form's field, the message): each was queued and failed
+# 15-22 s later on a worker; now the form and the API refuse it at submit with the same words
+PRE_QUEUE = [
+    ("syntax error", "broken", "", "upload", "m.py:6: syntax error: expected ':'. Fix: correct the Python syntax on that line."),
+    ("syntax error the parser lets through", b"rows = 4\nreturn rows\n", "", "upload",
+     "m.py:2: syntax error: 'return' outside function. Fix: correct the Python syntax on that line."),
+    ("a PNG renamed .py", png_bytes(), "", "upload", f"m.py: the file is not a Python source file: it is a PNG image, by its first bytes. {NOT_SOURCE_FIX}"),
+    ("a zip renamed .py", b"PK\x03\x04\x14\x00\x00\x00\x08\x00" + bytes(range(256)) * 4, "", "upload",
+     "m.py: the file is not a Python source file: it is a zip archive (or a file in a zip format: a torch.save checkpoint, "
+     f"a .docx, a wheel), by its first bytes. {NOT_SOURCE_FIX}"),
+    ("binary with no known signature", bytes((i * 131 + 7) % 256 for i in range(4096)), "", "upload",
+     f"m.py: the file is not a Python source file: it holds binary data, bytes no text file holds. {NOT_SOURCE_FIX}"),
+    ("an override naming no constant", None, "cols=3", "overrides", "override cols=3: the file has no module-level constant `cols`. Override one of: rows."),
+    ("a true/false for an integer", None, "rows=true", "overrides",
+     "override rows=true: `rows` is an integer constant (rows = 4 in the file). Give rows a whole number."),
+    ("a float for an integer", None, "rows=2.5", "overrides",
+     "override rows=2.5: `rows` is an integer constant (rows = 4 in the file). Give rows a whole number."),
+    ("a negative size", None, "rows=-5", "overrides",
+     f"override rows=-5: `rows` is a positive integer constant, a size or count (rows = 4 in the file); -5 is negative. {SIGN_FIX}"),
+]
+
+
+def pre_queue_file(source, broken_model: bytes, good_model: bytes) -> bytes:
+    return {None: good_model, "broken": broken_model}.get(source, source) if not isinstance(source, bytes) else source
+
+
+@pytest.mark.parametrize("case, source, overrides, field, message", PRE_QUEUE, ids=[c[0] for c in PRE_QUEUE])
+def test_what_the_file_shows_is_refused_at_submit_on_the_page_and_the_api_with_the_same_words_and_nothing_queued(
+    user_client, api, good_model, broken_model, media_root, queued, case, source, overrides, field, message,
+    django_capture_on_commit_callbacks,
+):
+    from django.utils.html import escape
+
+    data = pre_queue_file(source, broken_model, good_model)
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:  # what would be sent to the queue once saved
+        page = user_client.post(reverse("runs:new"), {"upload": SimpleUploadedFile("m.py", data), "overrides": overrides,
+                                                      "dtype": "fp32", "device": "cpu"})
+        response = api.post(reverse("api:runs"), {"model": SimpleUploadedFile("m.py", data), "overrides": overrides}, format="multipart")
+    assert callbacks == [] and queued == []
+    assert page.status_code == 200
+    shown = page.content.decode()
+    assert escape(message) in shown, shown[-3000:]
+    assert response.status_code == 400, response.content
+    assert response.json()["errors"][{"upload": "model"}.get(field, field)] == [message]  # the same text as the page's
+    assert not Run.objects.exists() and queued == [] and upload_files(media_root) == []
+
+
+def test_the_constants_the_form_reads_on_choosing_a_file_say_what_submit_says(user_client, broken_model):
+    """The form flagged the syntax error as soon as the file was chosen, and
+    then queued it anyway; now both say the same and submit refuses it."""
+    response = user_client.post(reverse("runs:constants"), {"upload": SimpleUploadedFile("m.py", broken_model)})
+    assert response.status_code == 400
+    assert response.json()["error"] == PRE_QUEUE[0][4]
+    response = user_client.post(reverse("runs:constants"), {"upload": SimpleUploadedFile("m.py", png_bytes())})
+    assert response.json()["error"] == PRE_QUEUE[2][4]
+
+
+@pytest.mark.parametrize("overrides", ["dim=-1", "shift=-2", "k=-3", "neg=-5", "rows=0", "eps=-1.0"])
+def test_negative_positions_offsets_and_negative_constants_are_still_accepted(api, queued, overrides, django_capture_on_commit_callbacks):
+    """Only a size goes negative wrongly: a dim, a shift (by name or as the
+    file passes it), a constant the file makes negative, zero and floats pass."""
+    source = (b"import torch\nrows = 4\ndim = 1\nshift = 2\nk = 2\nneg = -1\neps = 1e-5\n\n\nclass Model(torch.nn.Module):\n"
+              b"    def forward(self, x):\n        return torch.roll(x, shifts=k, dims=dim) * eps\n\n\n"
+              b"def get_inputs():\n    return [torch.randn(rows, 8)]\n\n\ndef get_init_inputs():\n    return []\n")
+    with django_capture_on_commit_callbacks(execute=True):
+        response = api.post(reverse("api:runs"), {"model": SimpleUploadedFile("m.py", source), "overrides": overrides}, format="multipart")
+    assert response.status_code == 201, response.content
+    assert queued == [str(Run.objects.get().id)]
+
+
+def test_the_nan_message_is_the_same_with_its_fix_on_the_page_and_the_api(user_client, api, good_model, queued):
+    from django.utils.html import escape
+
+    message = "override rows='nan' is not a finite number. Give rows a finite value: nan, inf and numbers beyond ±1.8e308 cannot be used."
+    page = user_client.post(reverse("runs:new"), {"upload": SimpleUploadedFile("m.py", good_model), "overrides": "rows=nan",
+                                                  "dtype": "fp32", "device": "cpu"}).content.decode()
+    assert f"<li>{escape(message)}</li>" in page
+    for sent in ("rows=nan", '{"rows": NaN}'):
+        response = api.post(reverse("api:runs"), {"model": SimpleUploadedFile("m.py", good_model), "overrides": sent}, format="multipart")
+        assert response.json()["errors"]["overrides"] == [message]
+    assert not Run.objects.exists() and queued == []
+
+
+# --- a 50 MB upload from the form: the site's page, the file's size and limit, the way back ---------------
+
+
+def test_a_50_mb_form_upload_gets_the_sites_page_with_the_files_size_and_the_limit():
+    """It was a bare unstyled page saying the whole request was "50,000,000
+    bytes over the limit" (read: 50 MB too many) and the typed fields were lost."""
+    from webapp.config.asgi import application
+
+    headers = [(b"host", b"testserver"), (b"content-length", b"50000000"), (b"content-type", b"multipart/form-data; boundary=x")]
+    status, response_headers, body, read = asgi_call(application, {"headers": headers, "path": "/runs/new/"}, endless())
+    assert (status, read) == (413, 0)
+    page = body.decode()
+    assert response_headers[b"content-type"].startswith(b"text/html")
+    assert 'class="topbar"' in page and "css/app.css" in page  # the site's template (base.html)
+    assert "File too large" in page and "Your upload is 50.0 MB (50,000,000 bytes" in page
+    assert "A model file may be at most 1000 kB" in page and "nothing was stored and no run was made" in page
+    assert 'id="back-to-form"' in page and "Back button returns to it with what you typed" in page
+    assert "bytes over the limit" not in page
+
+
+def test_a_streamed_form_upload_over_the_limit_gets_the_same_page_without_a_size():
+    from webapp.config.asgi import application
+
+    headers = [(b"host", b"testserver"), (b"transfer-encoding", b"chunked")]
+    status, _, body, _ = asgi_call(application, {"headers": headers, "path": "/runs/new/"}, endless())
+    page = body.decode()
+    assert status == 413 and 'class="topbar"' in page and "Your upload is over 2,048,576 bytes." in page
+    assert "A model file may be at most 1000 kB" in page
+
+
+def test_the_apis_413_says_the_size_and_then_the_limit(settings):
+    from webapp.config.asgi import application
+
+    headers = [(b"host", b"testserver"), (b"content-length", b"50000000")]
+    _, _, body, _ = asgi_call(application, {"headers": headers}, endless())
+    assert json.loads(body)["detail"] == ("The request body is 50,000,000 bytes (50.0 MB), over the limit of 2,048,576 bytes. "
+                                          "A model file may be at most 1000 kB; upload the .py file alone.")
+
+
+def test_the_form_refuses_a_file_over_the_limit_before_sending_it(user_client, settings):
+    """upload_form.js reads the limit from the form and stops the submit
+    (what was typed stays); the server's own check says the file's size."""
+    page = user_client.get(reverse("runs:new")).content.decode()
+    assert f'data-max-upload-bytes="{settings.LEGO_MAX_UPLOAD_BYTES}"' in page
+    script = (Path(__file__).resolve().parents[2] / "frontend" / "js" / "upload_form.js").read_text()
+    assert "event.preventDefault()" in script and "upload-too-large" in script
+    response = user_client.post(reverse("runs:new"), {
+        "upload": SimpleUploadedFile("big.py", b"#" * 1_500_000), "overrides": "rows=2", "dtype": "fp32", "device": "cpu",
+    })
+    assert "The file is larger than 1000 kB: it is 1.5 MB (1,500,000 bytes)." in response.content.decode()
+    assert not Run.objects.exists()
+
+
+# --- messages of runs that fail: a line only where there is one, torch's own words -------------------------
+
+
+def test_an_error_with_no_line_never_says_fix_the_code_at_that_line(tmp_path):
+    """``get_inputs()`` giving forward more inputs than it takes: the
+    TypeError has no line of the file, and the fix said "at that line"."""
+    from hostile_uploads import CORPUS
+    from lego_core.load.problem import ProblemError, ProblemSpec, load_problem
+
+    entry = next(h for h in CORPUS if h.name == "forward_argument_count")
+    path = tmp_path / "forward_argument_count.py"
+    path.write_bytes(entry.source({}))
+    with pytest.raises(ProblemError) as caught:
+        load_problem(ProblemSpec(str(path), {}))
+    text = str(caught.value)
+    assert caught.value.line is None and "at that line" not in text
+    assert all(words in text for words in entry.says), text
+
+
+def test_a_capture_failure_quotes_torch_export_instead_of_pointing_above(tmp_path):
+    """The run page and the command line said "read torch.export's message
+    above"; nothing was above.  The message now carries torch's own words."""
+    from hostile_uploads import CORPUS
+    from lego_core.load.capture import capture_graph
+    from lego_core.load.problem import ProblemError, ProblemSpec, load_problem
+
+    entry = next(h for h in CORPUS if h.name == "capture_fails_on_data_dependent_control_flow")
+    path = tmp_path / "capture.py"
+    path.write_bytes(entry.source({}))
+    with pytest.raises(ProblemError) as caught:
+        capture_graph(load_problem(ProblemSpec(str(path), {})))
+    text = str(caught.value)
+    assert all(words in text for words in entry.says) and not any(words in text for words in entry.never), text
+
+
+# --- server paths: the runs list, the kernel cache ---------------------------------------------------------
+
+
+def test_the_runs_list_shows_a_failed_runs_reason_without_server_paths(user_client, make_run, settings):
+    run = make_run(state="failed")
+    upload = Path(run.upload.path)
+    Run.objects.filter(pk=run.pk).update(error_message=f"cannot read {upload}: {settings.MEDIA_ROOT}/x")  # stored before scrubbing
+    page = user_client.get(reverse("runs:list")).content.decode()
+    assert "cannot read model.py: media/x" in page
+    for mark in server_path_marks(settings):
+        assert mark not in page
+
+
+def test_a_kernel_cache_outside_var_is_not_shown_either(make_run, settings, tmp_path):
+    from webapp.runs import server_paths
+
+    settings.LEGO_CACHE_DIR = str(tmp_path / "srv-cache")
+    run = make_run()
+    said = server_paths.scrub({"message": f"cached kernel {settings.LEGO_CACHE_DIR}/user-1/ab/cd.json"}, run.pk)
+    assert said == {"message": "cached kernel kernel-cache/user-1/ab/cd.json"}

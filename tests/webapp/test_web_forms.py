@@ -45,7 +45,7 @@ def test_a_utf8_file_with_a_byte_order_mark_is_accepted():
 
 
 def test_valid_form_parses_overrides_into_numbers():
-    form = form_with("rows=16\nscale=0.5, causal=true")
+    form = form_with("rows=16\nscale=0.5, causal=true", content=b"rows = 4\nscale = 1.0\ncausal = False\n")
     assert form.is_valid(), form.errors
     assert form.cleaned_data["overrides"] == {"rows": 16, "scale": 0.5, "causal": True}
 

@@ -37,6 +37,7 @@ def test_upload_creates_a_queued_run_and_enqueues_it_after_commit(
 ):
     sent = []
     monkeypatch.setattr("webapp.runs.tasks.queue_run", lambda run_id: sent.append(run_id))
+    good_model = good_model.replace(b"rows = 4\n", b"rows = 4\nd_in = 8\n")  # overrides name the file's constants (issue 28)
     with django_capture_on_commit_callbacks(execute=True):
         response = upload(user_client, good_model, overrides="rows=2, d_in=4")
     run = Run.objects.get()
@@ -78,7 +79,8 @@ def test_constants_endpoint_reads_the_file_without_running_it(user_client):
                                  {"name": "sizes", "value": [400, 800], "text": "[400, 800]"},
                                  {"name": "kernel", "value": [3, 3], "text": "(3, 3)"}]}
     bad = user_client.post(reverse("runs:constants"), {"upload": SimpleUploadedFile("m.py", b"def (:\n")})
-    assert bad.status_code == 400 and bad.json()["error"].startswith("The file does not parse: line 1: ")
+    # the words submit refuses the file with (forms.compiled_source), not a second wording
+    assert bad.status_code == 400 and bad.json()["error"].startswith("m.py:1: syntax error: ")
 
 
 @pytest.mark.parametrize("content, says", [
@@ -298,7 +300,8 @@ def test_overrides_show_in_the_order_typed_everywhere(user_client, good_model, m
     """PostgreSQL's jsonb reorders an object's keys (shortest first); the
     run page, the list and the API keep the order they were typed in."""
     monkeypatch.setattr("webapp.runs.tasks.queue_run", lambda run_id: None)
-    upload(user_client, good_model, overrides="d_model=64, rows=2\na=1, eps=0.5")
+    model = good_model.replace(b"rows = 4\n", b"rows = 4\nd_model = 32\na = 2\neps = 1e-5\n")  # the file's constants (issue 28)
+    upload(user_client, model, overrides="d_model=64, rows=2\na=1, eps=0.5")
     run = Run.objects.get()
     assert run.overrides == {"d_model": 64, "rows": 2, "a": 1, "eps": 0.5}
     detail, listed, api_keys = options_on_pages(user_client, run)

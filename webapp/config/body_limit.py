@@ -12,7 +12,9 @@ sit in front of Django, in ``asgi.py`` and ``wsgi.py``:
   application sees the client go away (Django then gives up on the request).
 
 The 413 says what the limit is and how big a model file may be: JSON under
-``/api/``, a small HTML page elsewhere.
+``/api/``, elsewhere the site's own page (``templates/413.html``: the upload's
+size, the model file's limit, that nothing was stored, and the way back to
+the form, whose fields the browser's Back button keeps).
 """
 from __future__ import annotations
 
@@ -29,20 +31,53 @@ def limit_bytes() -> int:
     return int(settings.LEGO_MAX_REQUEST_BYTES)
 
 
+def size_text(size: int) -> str:
+    """``50.0 MB``, ``812 kB``, ``90 bytes`` (decimal units, as the model file's limit is said)."""
+    if size >= 1_000_000:
+        return f"{size / 1_000_000:.1f} MB"
+    return f"{size // 1000} kB" if size >= 1000 else f"{size} bytes"
+
+
 def too_large_message(size: int | None, limit: int) -> str:
-    """What the client is told when its body is over ``limit`` bytes."""
-    said = f"The request body is {size:,} bytes" if size is not None else "The request body is"
+    """What the client is told when its body is over ``limit`` bytes: the
+    body's size (when declared), then the limit, never read as "N bytes
+    over the limit"."""
+    said = f"The request body is {size:,} bytes ({size_text(size)}), over" if size is not None else "The request body is over"
     upload_kb = settings.LEGO_MAX_UPLOAD_BYTES // 1000
     return (
-        f"{said} over the limit of {limit:,} bytes. "
+        f"{said} the limit of {limit:,} bytes. "
         f"A model file may be at most {upload_kb} kB; upload the .py file alone."
     )
 
 
-def error_body(path: str, status: int, message: str) -> tuple[bytes, bytes]:
-    """``(content type, body)`` of an error: JSON under ``/api/``, else HTML."""
+def too_large_page(path: str, size: int | None, limit: int) -> str | None:
+    """The site's 413 page (``413.html`` on ``base.html``) for a page's
+    upload over the limit; None when it cannot be rendered (the caller
+    falls back to a plain page)."""
+    try:
+        from django.template.loader import render_to_string
+
+        upload_kb = settings.LEGO_MAX_UPLOAD_BYTES // 1000
+        form = path.rstrip("/").endswith("/runs/new")
+        return render_to_string("413.html", {
+            "title": "File too large", "upload_kb": upload_kb, "limit": f"{limit:,}",
+            "size": f"{size:,}" if size is not None else None, "size_text": size_text(size) if size is not None else None,
+            "from_form": form, "back": "/runs/new/" if form else "/",
+        })
+    except Exception:  # noqa: BLE001 - an error page must not fail: the plain one goes out instead
+        return None
+
+
+def error_body(path: str, status: int, message: str, size: int | None = None) -> tuple[bytes, bytes]:
+    """``(content type, body)`` of an error: JSON under ``/api/``, else HTML
+    (a 413: the site's page, :func:`too_large_page`, with the body's
+    declared ``size``)."""
     if path.startswith(API_PREFIX):
         return b"application/json", json.dumps({"detail": message}).encode()
+    if status == 413:
+        page = too_large_page(path, size, limit_bytes())
+        if page is not None:
+            return b"text/html; charset=utf-8", page.encode()
     title = "Request too large" if status == 413 else "Bad request"
     page = (
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">"
@@ -79,7 +114,7 @@ class ASGIBodyLimit:
         if length == -1:
             return await self.respond(send, scope, 400, "The Content-Length header is not a whole number.")
         if length is not None and length > limit:
-            return await self.respond(send, scope, 413, too_large_message(length, limit))
+            return await self.respond(send, scope, 413, too_large_message(length, limit), length)
 
         received = 0
         state = {"started": False, "rejected": False}
@@ -108,9 +143,9 @@ class ASGIBodyLimit:
         await self.app(scope, limited_receive, guarded_send)
 
     @staticmethod
-    async def respond(send, scope, status: int, message: str) -> None:
+    async def respond(send, scope, status: int, message: str, size: int | None = None) -> None:
         """Send a complete error response (the connection closes after it)."""
-        content_type, body = error_body(scope.get("path", ""), status, message)
+        content_type, body = error_body(scope.get("path", ""), status, message, size)
         await send({
             "type": "http.response.start",
             "status": status,
@@ -137,7 +172,7 @@ class WSGIBodyLimit:
         if length == -1 or (length is not None and length > limit):
             status = 400 if length == -1 else 413
             message = "The Content-Length header is not a whole number." if length == -1 else too_large_message(length, limit)
-            content_type, body = error_body(environ.get("PATH_INFO", ""), status, message)
+            content_type, body = error_body(environ.get("PATH_INFO", ""), status, message, length if status == 413 else None)
             reason = "Bad Request" if status == 400 else "Content Too Large"
             start_response(f"{status} {reason}", [
                 ("Content-Type", content_type.decode()),

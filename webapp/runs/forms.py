@@ -12,7 +12,7 @@ from django.utils.text import get_valid_filename
 from lego_core import ProblemError, parse_overrides
 from lego_core.load.override_checks import check_overrides_in_source
 from lego_core.load.overrides import file_constants
-from lego_core.load.spec import decode_source, format_override, overrides_to_json
+from lego_core.load.spec import decode_source, format_override, overrides_to_json, syntax_problem
 from webapp.runs.models import Run
 
 
@@ -25,9 +25,35 @@ def source_text(upload) -> str:
     data = upload.read()
     upload.seek(0)
     try:
-        return decode_source(data, get_valid_filename(Path(upload.name).name))
+        return decode_source(data, upload_name(upload))
     except ProblemError as exc:
         raise forms.ValidationError(str(exc), code="not_utf8") from None
+
+
+def upload_name(upload) -> str:
+    """The uploaded file's name as messages show it (no folders)."""
+    return get_valid_filename(Path(upload.name).name)
+
+
+def compiled_source(upload) -> str:
+    """:func:`source_text`, and the file must compile (``spec.syntax_problem``:
+    what the run would fail with, ``model.py:6: syntax error: ...``), so
+    that a file that cannot run is refused at submit, not queued.  Never
+    run.  A ValidationError with that message otherwise."""
+    source = source_text(upload)
+    error = syntax_problem(source, upload_name(upload))
+    if error is not None:
+        raise forms.ValidationError(str(error), code="syntax")
+    return source
+
+
+def too_large_text(size: int) -> str:
+    """The form's words for a model file over ``LEGO_MAX_UPLOAD_BYTES``
+    (``upload_form.js`` says the same before sending it)."""
+    from webapp.config.body_limit import size_text
+
+    return (f"The file is larger than {settings.LEGO_MAX_UPLOAD_BYTES // 1000} kB: it is {size_text(size)} ({size:,} bytes). "
+            "A model file is Python source, usually a few kB; choose the model's .py file.")
 
 
 def split_overrides(text: str) -> list[str]:
@@ -111,8 +137,8 @@ class RunForm(forms.ModelForm):
         if not upload.name.endswith(".py"):
             raise forms.ValidationError("Upload a Python file (.py).")
         if upload.size > settings.LEGO_MAX_UPLOAD_BYTES:
-            raise forms.ValidationError(f"The file is larger than {settings.LEGO_MAX_UPLOAD_BYTES // 1000} kB.")
-        source_text(upload)  # not UTF-8 text: refused now, with the line and the fix, not after a run
+            raise forms.ValidationError(too_large_text(upload.size))
+        compiled_source(upload)  # not text, not UTF-8, or does not compile: refused now, with the line and the fix, not after a run
         return upload
 
     def clean_overrides(self) -> dict:
@@ -122,15 +148,19 @@ class RunForm(forms.ModelForm):
             raise forms.ValidationError(field_message(exc)) from None
 
     def clean(self) -> dict:
-        """An override of another kind than the file's constant (``rows=true``
-        for ``rows = 4``, ``sizes=(64,32)`` for a list, ``sizes=[6.5]`` for a
-        list of integers) is refused now, from the file's syntax tree, with
-        the message the run would fail with later."""
+        """Overrides the file's syntax tree already refuses are refused now,
+        with the message the run would fail with later
+        (``override_checks.check_overrides_in_source``): a name the file
+        never assigns at module level, a value of another kind than the
+        file's constant (``rows=true`` for ``rows = 4``, ``sizes=(64,32)``
+        for a list, ``sizes=[6.5]`` for a list of integers), a negative
+        value for a positive integer constant (``rows=-5``).  Nothing is
+        queued for such a submission (issue 28)."""
         cleaned = super().clean()
         upload, overrides = cleaned.get("upload"), cleaned.get("overrides")
         if upload and overrides:
-            try:  # a name the file never assigns is still left to the run (issue 28 asks for it here too)
-                check_overrides_in_source(overrides, source_text(upload), refuse_unknown_names=False)
+            try:
+                check_overrides_in_source(overrides, source_text(upload))
             except ProblemError as exc:
                 self.add_error("overrides", field_message(exc))
             except forms.ValidationError:  # not text: the upload field says so

@@ -10,9 +10,11 @@ again before it is shown (runs stored before this existed):
 - the run's own folders (``MEDIA_ROOT/runs/<id>/``, its ``output/`` and
   ``upload/``) become relative: ``kernels/sp1.py``, ``model.py``; the
   output folder itself is ``.``;
-- ``MEDIA_ROOT``, ``LEGO_VAR_DIR``, the repository, the Python installation
-  (site-packages, the standard library), the temporary folder and the home
-  folder become short names (``media/``, ``var/``, ``lego_core/x.py``,
+- ``MEDIA_ROOT``, ``LEGO_VAR_DIR``, the kernel cache (``LEGO_CACHE_DIR``,
+  which may live outside ``var/``), the examples (``LEGO_EXAMPLES_DIR``), the
+  repository, the Python installation (site-packages, the standard library),
+  the temporary folder and the home folder become short names (``media/``,
+  ``var/``, ``kernel-cache/``, ``examples/``, ``lego_core/x.py``,
   ``torch/nn/...``, ``tmp/``, ``~/``).
 
 Only these known prefixes are replaced, so kernel source and transcripts
@@ -40,12 +42,14 @@ def _forms(path: str | Path) -> list[str]:
 
 
 @functools.lru_cache(maxsize=8)
-def _server_prefixes(media: str, var: str, base: str) -> tuple[tuple[str, str, str], ...]:
+def _server_prefixes(media: str, var: str, base: str, cache: str = "", examples: str = "") -> tuple[tuple[str, str, str], ...]:
     """``(prefix, replacement of prefix/, replacement of the bare prefix)`` for the server's own folders."""
     table: list[tuple[str, str, str]] = []
     for path, as_dir, as_name in (
         (media, "media/", "media"),
         (var, "var/", "var"),
+        (cache, "kernel-cache/", "kernel-cache"),
+        (examples, "examples/", "examples"),
         (base, "", "."),
         (sysconfig.get_paths().get("purelib", ""), "", "site-packages"),
         (sysconfig.get_paths().get("platlib", ""), "", "site-packages"),
@@ -62,16 +66,17 @@ def _server_prefixes(media: str, var: str, base: str) -> tuple[tuple[str, str, s
 def prefixes(run_id) -> list[tuple[str, str, str]]:
     """Every prefix ``scrub`` replaces for run ``run_id``, longest first."""
     var = str(getattr(settings, "VAR_DIR", "") or "")
-    return _prefixes(str(settings.MEDIA_ROOT), var, str(getattr(settings, "BASE_DIR", "") or ""), str(run_id))
+    cache, examples = (str(getattr(settings, name, "") or "") for name in ("LEGO_CACHE_DIR", "LEGO_EXAMPLES_DIR"))
+    return _prefixes(str(settings.MEDIA_ROOT), var, str(getattr(settings, "BASE_DIR", "") or ""), str(run_id), cache, examples)
 
 
 @functools.lru_cache(maxsize=256)
-def _prefixes(media: str, var: str, base: str, run_id: str) -> list[tuple[str, str, str]]:
+def _prefixes(media: str, var: str, base: str, run_id: str, cache: str = "", examples: str = "") -> list[tuple[str, str, str]]:
     run_dir = Path(media) / "runs" / run_id
     own = []
     for path, as_dir, as_name in ((run_dir / "output", "", "."), (run_dir / "upload", "", "."), (run_dir, "", ".")):
         own += [(form, as_dir, as_name) for form in _forms(path)]
-    return sorted(own + list(_server_prefixes(media, var, base)), key=lambda item: len(item[0]), reverse=True)
+    return sorted(own + list(_server_prefixes(media, var, base, cache, examples)), key=lambda item: len(item[0]), reverse=True)
 
 
 def scrub_text(text: str, table: list[tuple[str, str, str]]) -> str:

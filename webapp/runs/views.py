@@ -51,6 +51,8 @@ def run_list(request):
     positions = queue.queue_positions() if counts[Run.State.QUEUED] else {}
     for run in page.object_list:
         run.queue_place = queue.describe_position(positions.get(run.pk))
+        if run.error_message:  # no server paths, as on the run page (a run stored before they were scrubbed)
+            run.error_message = presenters.shown_error_message(run)
     context = {
         "runs": page.object_list,
         "page": page,
@@ -89,7 +91,8 @@ def run_new(request):
         kept_name, source = forms.keep_upload(request, form.cleaned_data["upload"])
         kept_constants = forms.constants_of(source)
         form.fields["upload"].required = False  # rendering only: the kept file stands in for a new one
-    context = {"form": form, "kept_name": kept_name, "kept_constants": kept_constants, "examples": forms.example_names()}
+    context = {"form": form, "kept_name": kept_name, "kept_constants": kept_constants, "examples": forms.example_names(),
+               "max_upload_bytes": settings.LEGO_MAX_UPLOAD_BYTES}  # upload_form.js refuses a larger file before it is sent
     return render(request, "runs/new.html", context)
 
 
@@ -104,11 +107,11 @@ def run_constants(request):
     if upload is None or upload.size > settings.LEGO_MAX_UPLOAD_BYTES:
         return JsonResponse({"error": "Choose a Python file (.py) of at most "
                              f"{settings.LEGO_MAX_UPLOAD_BYTES // 1000} kB."}, status=400)
-    try:
-        found = forms.constants_of(forms.source_text(upload), strict=True)
-    except ValidationError as exc:  # not UTF-8 text
+    try:  # the same words the form says at submit (forms.compiled_source)
+        found = forms.constants_of(forms.compiled_source(upload), strict=True)
+    except ValidationError as exc:  # not UTF-8 text, or does not compile
         return JsonResponse({"error": " ".join(exc.messages)}, status=400)
-    except SyntaxError as exc:  # Python may give no line: then none is named
+    except SyntaxError as exc:  # compiles but the tree does not parse (never expected); Python may give no line
         return JsonResponse({"error": f"The file does not parse: {syntax_error_text(exc)}."}, status=400)
     return JsonResponse({"constants": found})
 

@@ -37,7 +37,7 @@ class BoundedWebRequest(WebRequest):
         """Refuse a declared length over the limit before reading the body."""
         limit = body_limit.limit_bytes()
         if length is not None and length > limit:
-            self.refuse(413, body_limit.too_large_message(length, limit))
+            self.refuse(413, body_limit.too_large_message(length, limit), length)
             return
         super().gotLength(length)
 
@@ -58,7 +58,7 @@ class BoundedWebRequest(WebRequest):
             return None
         return super().process()
 
-    def refuse(self, status: int, message: str) -> None:
+    def refuse(self, status: int, message: str, size: int | None = None) -> None:
         """Write ``status`` with ``message`` straight to the connection and
         close it once written; nothing more of the body is kept."""
         self.refused = True
@@ -66,7 +66,7 @@ class BoundedWebRequest(WebRequest):
         # the request line is parsed before the headers; ``path`` is set only once the body is in
         raw = getattr(self, "path", None) or getattr(self.channel, "_path", None) or b""
         path = (raw.decode("ascii", "replace") if isinstance(raw, bytes) else str(raw)).split("?", 1)[0]
-        content_type, body = body_limit.error_body(path, status, message)
+        content_type, body = body_limit.error_body(path, status, message, size)
         head = (
             b"HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %d\r\nConnection: close\r\n\r\n"
             % (status, REASONS[status], content_type, len(body))
