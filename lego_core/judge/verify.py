@@ -590,8 +590,10 @@ def verify(
         # an input set drawn at a smaller magnitude (inputs.InputSet.magnitude) is judged relative to it
         scale_floor = min(1.0, float(getattr(inputs, "magnitude", 1.0) or 1.0))
         tols = None
-        if set_index >= n_seeded and (precise_limit_bytes is None or 2 * wide_bytes <= precise_limit_bytes):
-            # an edge set: its tolerance from eager's own error there (a float64 run, and one on nudged inputs)
+        if (set_index >= n_seeded or drawn) and (precise_limit_bytes is None or 2 * wide_bytes <= precise_limit_bytes):
+            # an edge set, or a set redrawn from another distribution (shifted rows make LayerNorm's
+            # mean subtraction cancel): its tolerance from eager's own error there (a float64 run,
+            # and one on nudged inputs); never looser than the normal one where eager is exact
             truth = float64_outputs(ref, inputs, expected)
             tols = edge_tolerances(ref, inputs, expected, dtype, truth, seed=seeds[0] + set_index)
             precise = _sixteen_bit(truth, expected)
