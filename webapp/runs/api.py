@@ -333,8 +333,8 @@ class RunListCreate(RunAPIView):
 
     def post(self, request):
         """201 with the new run's JSON (``Location``: its URL), 400 with the
-        errors, or 429 when the user already has ``LEGO_MAX_RUNS_IN_FLIGHT``
-        runs queued or running."""
+        errors, or 429 when the user already has ``LEGO_MAX_QUEUED_PER_USER``
+        runs queued or ``LEGO_MAX_RUNS_IN_FLIGHT`` queued or running."""
         try:
             run, errors = create_run(request)
         except queue.RunLimitReached as exc:

@@ -91,7 +91,7 @@ def read_batch(run_id: uuid.UUID, after: int) -> Batch | None:
     if row is None:
         return None
     state, share_token, created_at = row
-    position = queue.queue_position(Run(state=state, created_at=created_at))
+    position = queue.queue_position(Run(pk=run_id, state=state, created_at=created_at))
     rows = RunEvent.objects.filter(run_id=run_id, seq__gt=after).order_by("seq").only("run_id", "seq", "type", "data")
     events, size, more = [], 0, False
     for event in rows[:BATCH_EVENTS]:

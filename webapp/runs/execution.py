@@ -31,7 +31,7 @@ from lego_core.config import SandboxLimits, StageLimits
 from lego_core.events import Event, RunFailed
 from lego_core.runtime.sandbox import StageTimeLimit
 from lego_core.load.spec import overrides_from_json
-from webapp.runs import heartbeat, lifecycle, live, server_paths, text_bounds
+from webapp.runs import downloads, heartbeat, lifecycle, live, server_paths, text_bounds
 from webapp.runs.fanout import AgentWorkerMissing, CeleryAgents
 from webapp.runs.models import Run, RunEvent
 
@@ -97,34 +97,34 @@ class EventRecorder:
         return event
 
 
-def claim(run_id: str, worker: str) -> Run | None:
-    """Move a queued run to running; None when it is gone or not queued.
+def claim(run_id: str, worker: str, task_id: str | None = None) -> Run | None:
+    """Start the next run in the fair order for the run-queue message
+    ``task_id`` (default ``run_id``: the message of run ``run_id``, sent at
+    its upload); None when no run may start now (``queue.claim_next``).
+    A message is a turn of a free worker, not a ticket for its own run:
+    every queued run has one, and each takes the fairest run there is.
 
-    A run that is already ``running`` under this same worker name was taken
-    by an earlier delivery of this task whose pool process died (the
-    message came back through ``reject_on_worker_lost``; a run worker runs
-    one run at a time): it is failed at once with that reason."""
-    with transaction.atomic():
-        run = Run.objects.select_for_update().filter(pk=run_id).first()
-        if run is None:
+    A run that is already ``running`` under this same worker name and this
+    message was taken by an earlier delivery of this message whose pool
+    process died (the message came back through ``reject_on_worker_lost``;
+    a run worker runs one run at a time): it is failed at once with that
+    reason, and this delivery starts nothing."""
+    from django.db.models import Q
+
+    from webapp.runs import queue
+
+    task_id = str(task_id or run_id)
+    if worker:
+        mine = Q(task_id=task_id) | Q(pk=run_id, task_id="")  # "": claimed before runs kept their message's id
+        lost = list(Run.objects.filter(mine, state=Run.State.RUNNING, worker=worker).values_list("pk", flat=True))
+        for pk in lost:
+            lifecycle.end_run(pk, Run.State.FAILED, PROCESS_LOST_MESSAGE, lifecycle.WORKER_LOST_TYPE,
+                              only_from=(Run.State.RUNNING,))
+        if lost:
             return None
-        claimed = run.state == Run.State.QUEUED
-        lost = run.state == Run.State.RUNNING and bool(worker) and run.worker == worker
-        if claimed:
-            now = timezone.now()
-            run.state = Run.State.RUNNING
-            run.worker = worker
-            run.started_at = now
-            run.heartbeat_at = now
-            run.output_dir = f"runs/{run.id}/output"
-            run.save(update_fields=["state", "worker", "started_at", "heartbeat_at", "output_dir"])
-    if lost:
-        lifecycle.end_run(run_id, Run.State.FAILED, PROCESS_LOST_MESSAGE, lifecycle.WORKER_LOST_TYPE,
-                          only_from=(Run.State.RUNNING,))
-        return None
-    if not claimed:
-        return None
-    live.notify_run_changed(run.pk, wait_s=0)
+    run = queue.claim_next(worker, task_id)
+    if run is not None:
+        live.notify_run_changed(run.pk, wait_s=0)
     return run
 
 
@@ -210,7 +210,8 @@ def execute(run: Run, on_stop: Callable[[], None] | None = None) -> None:
                 if agents is not None:  # every agent call of the run goes to the agents queue
                     config = dataclasses.replace(config, agent_pool=agents)
                 sink = stop_when_agents_missing(recorder, agents)
-                report = optimize(spec, run.output_path, config=config, sink=sink)
+                # the run's id as lego_core's (.lego_output.json, report.json): the zip's name ends with it too
+                report = optimize(spec, run.output_path, config=config, sink=sink, run_id=downloads.short_run_id(run))
     except RunStopped as exc:
         log.info("%s", exc)
     except SoftTimeLimitExceeded:

@@ -83,14 +83,19 @@ def end_run(
 
 
 def revoke_task(run_id, terminate: bool) -> None:
-    """Ask the workers to drop the run's task (its id is the run's id) and,
-    with ``terminate``, to stop the pool process running it (SIGTERM; the
-    optimizer's child dies with it).  Best effort: a broker that cannot
-    broadcast is logged, and the run's heartbeat notices the cancel anyway."""
+    """Ask the workers to drop the run's task and, with ``terminate``, to
+    stop the pool process running it (SIGTERM; the optimizer's child dies
+    with it).  A queued run's message has the run's id; a running run runs
+    in the message that claimed it (``Run.task_id``, fair order: maybe
+    another run's), terminated only on the run's own worker.  Best effort:
+    a broker that cannot broadcast is logged, and the run's heartbeat
+    notices the cancel anyway."""
     from webapp.config.celery import app
 
+    task_id, worker = Run.objects.filter(pk=run_id).values_list("task_id", "worker").first() or ("", "")
+    target = {"destination": [worker]} if terminate and worker else {}
     try:
-        app.control.revoke(str(run_id), terminate=terminate, signal="SIGTERM")
+        app.control.revoke(str(task_id or run_id) if terminate else str(run_id), terminate=terminate, signal="SIGTERM", **target)
     except Exception:  # noqa: BLE001 - the heartbeat is the backstop
         log.warning("could not broadcast the revoke of run %s; its heartbeat will stop it", run_id, exc_info=True)
 

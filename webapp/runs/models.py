@@ -69,6 +69,11 @@ class Run(models.Model):
     # the Celery worker that took the run, so a restarted worker can fail the
     # runs it left behind instead of leaving them "running" forever
     worker = models.CharField(max_length=255, blank=True)
+    # the id of the run-queue message whose delivery claimed the run: any
+    # message claims the next run in the fair order (``queue.fair_order``),
+    # not necessarily its own, so a cancel terminates this task and a
+    # redelivery of it finds the run it had started (``execution.claim``)
+    task_id = models.CharField(max_length=255, blank=True, default="")
     # written every few seconds by the task while the run is going
     # (``heartbeat.py``); a running run whose heartbeat stopped is failed by
     # the reaper (``lifecycle.reap_stuck_runs``)

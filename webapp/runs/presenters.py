@@ -160,15 +160,19 @@ def agents_view(report: dict) -> dict[str, Any]:
 
 def run_status(run: Run) -> dict[str, Any]:
     """The run's status for the page and the JSON API: state, place in
-    the queue (``queue_position``, 1 = next; None unless queued), elapsed
+    the queue (``queue_position``, 1 = next; None unless queued) and the
+    expected wait (``expected_wait_s``), elapsed
     time, last event, what it is doing, its error."""
     last = run.events.order_by("-seq").first()
     position = queue.queue_position(run)
+    wait_s = queue.expected_wait_s(run) if position else None
     return {
         "id": str(run.id),
         "state": run.state,
         "active": run.is_active,
         "queue_position": position,
+        # seconds until it is expected to start (queue.expected_waits); None unless queued or nothing to go by
+        "expected_wait_s": round(wait_s) if wait_s is not None else None,
         "elapsed_s": round(run.elapsed_s, 1),
         "last_seq": last.seq if last else 0,
         "activity": describe_event(last.data) if last else _idle_activity(run, position),

@@ -50,11 +50,33 @@ QUEUE_UNREACHABLE_MESSAGE = (
     time_limit=settings.LEGO_RUN_HARD_LIMIT_S,
 )
 def optimize_run(self, run_id: str) -> None:
-    """Optimize one uploaded model; a no-op when the run is not queued (and
-    the end of a run whose earlier delivery died with its process)."""
-    run = execution.claim(run_id, worker=self.request.hostname or "")
+    """A free run worker's turn: optimize the next run in the fair order
+    (``queue.fair_order``; ``run_id``'s message need not start ``run_id``),
+    nothing when no run may start (and the end of a run whose earlier
+    delivery of this message died with its process).  When the run ends
+    and its owner still has runs queued, one more message is sent: a turn
+    spent while the owner was at ``LEGO_MAX_RUNNING_PER_USER`` is given back."""
+    run = execution.claim(run_id, worker=self.request.hostname or "", task_id=self.request.id or run_id)
     if run is not None:
-        execution.execute(run, on_stop=heartbeat.stop_pool_process)
+        try:
+            execution.execute(run, on_stop=heartbeat.stop_pool_process)
+        finally:
+            send_turn_if_waiting(run.owner_id)
+
+
+def send_turn_if_waiting(owner_id) -> None:
+    """Send one more run-queue message (a fresh task id) when ``owner_id``
+    still has runs queued; a spare message finds nothing to start and does
+    nothing.  Never raises (the reaper's resend is the backstop)."""
+    import uuid
+
+    queued = Run.objects.filter(owner_id=owner_id, state=Run.State.QUEUED).values_list("pk", flat=True).first()
+    if queued is None:
+        return
+    try:
+        optimize_run.apply_async((str(queued),), task_id=str(uuid.uuid4()))
+    except Exception:  # noqa: BLE001 - the broker is away: the reaper sends queued runs again
+        log.warning("could not send another run-queue message for run %s", queued, exc_info=True)
 
 
 def queue_run(run_id) -> None:

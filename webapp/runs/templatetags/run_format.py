@@ -63,3 +63,11 @@ def queue_place(position) -> str:
     from webapp.runs.queue import describe_position
 
     return describe_position(position)
+
+
+@register.filter
+def expected_wait(seconds) -> str:
+    """A queued run's expected wait: ``150`` -> ``about 3 min``; ``""`` for None."""
+    from webapp.runs.queue import describe_wait
+
+    return describe_wait(seconds) if isinstance(seconds, (int, float)) else ""
