@@ -46,16 +46,18 @@ browser:
 # would take runs that never start; the message names the one that
 # stopped, and queued runs are sent again at the next start).  DEBUG is off
 # (the app's own error pages; set DJANGO_DEBUG=1 for Django's debug pages);
-# --insecure serves static files.
+# --insecure serves static files.  "LEGO is at ..." is printed once the web
+# server answers HTTP (ensure_dev_user --wait-for-server, in the background).
 run: $(STAMP) sandbox
 	$(PY) manage.py migrate --noinput -v 0
-	$(PY) manage.py ensure_dev_user --url http://$(HOST):$(PORT)/
+	$(PY) manage.py ensure_dev_user --quiet
 	@$(INTERPRET) $(PY) -m celery -A webapp.config --quiet worker --loglevel INFO & run_worker=$$!; \
 	$(PY) -m celery -A webapp.config --quiet worker --loglevel INFO -n agents@%h \
 	  -Q $${LEGO_AGENT_QUEUE:-lego-agents} --pool threads --concurrency 8 & agents_worker=$$!; \
 	$(PY) -m celery -A webapp.config --quiet beat --loglevel INFO & beat=$$!; \
 	$(PY) manage.py runserver --noreload --insecure $(HOST):$(PORT) & web_server=$$!; \
-	trap 'kill $$run_worker $$agents_worker $$beat $$web_server 2>/dev/null; wait $$run_worker $$agents_worker $$beat $$web_server' EXIT; \
+	$(PY) manage.py ensure_dev_user --url http://$(HOST):$(PORT)/ --wait-for-server 300 & announce=$$!; \
+	trap 'kill $$run_worker $$agents_worker $$beat $$web_server $$announce 2>/dev/null; wait $$run_worker $$agents_worker $$beat $$web_server $$announce' EXIT; \
 	trap 'exit 130' INT TERM; \
 	wait -n -p stopped $$run_worker $$agents_worker $$beat $$web_server; status=$$?; \
 	for name in run_worker agents_worker beat web_server; do \

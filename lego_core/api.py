@@ -15,6 +15,7 @@ import dataclasses
 import functools
 import json
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -36,6 +37,7 @@ def optimize(
     config: OptimizeConfig | None = None,
     sink: Sink | None = None,
     isolate: bool = True,
+    run_id: str | None = None,
 ) -> dict:
     """Optimize one problem and write the output folder.
 
@@ -46,7 +48,11 @@ def optimize(
     ``lego_core.runtime.output``); a failed run leaves ``out_dir`` as it was, with
     ``FAILED.json`` beside an earlier run's output, and never touches files
     LEGO did not write.  ``isolate=False`` runs in this process (tests
-    of lego_core's internals only; never for uploaded code).
+    of lego_core's internals only; never for uploaded code).  ``run_id``
+    names the run in ``.lego_output.json``, report.json and the generated
+    modules' names (1 to 32 lowercase letters, digits or ``_``; a fresh 8
+    hex digits by default): the web app passes its run's, so the zip's name
+    and its record agree.
 
     Raises ProblemError for a broken model file or options, OptimizeError
     when the optimizer fails, ChildCrashed when its process dies.  Every
@@ -55,7 +61,9 @@ def optimize(
     sink = sink or null_sink
     config = with_llm_model(config or OptimizeConfig())
     out_dir = str(Path(out_dir).resolve())
-    run_id = new_run_id()
+    if run_id is not None and not re.fullmatch(r"[0-9a-z_]{1,32}", run_id):
+        raise ValueError(f"run_id must be 1 to 32 lowercase letters, digits or _, not {run_id!r}")
+    run_id = run_id or new_run_id()
     made: list[Path] = []
     try:
         output.check_target(Path(out_dir))  # a file of the user's under a name LEGO writes: refused before the run

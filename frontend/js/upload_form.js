@@ -5,8 +5,12 @@
  *   shown as fields with the file's values (a list as [400, 800], a tuple
  *   as (3, 3)); changing one writes "name=value" into the overrides box
  *   (back to the file's value: the line goes away), so the box stays the
- *   one thing the form sends;
+ *   one thing the form sends; typing in the box updates the fields the
+ *   other way (a name the box no longer sets shows the file's value again);
  * - "start from an example" loads a reference model into the file input;
+ *   with "CPU size" ticked (#example-cpu-size, the default while the device
+ *   is cpu) its small sizes (tiny.json, #example-cpu-sizes) are written into
+ *   the overrides box, and the hint says them: the files are GPU-sized;
  * - a file kept from a failed try (#kept-constants) shows its fields at once;
  * - a file over the model file limit (data-max-upload-bytes) is refused here,
  *   before it is sent (#upload-too-large, the form's own words): the server
@@ -59,6 +63,18 @@
     if (value.trim() !== "" && value.trim() !== fileValue) items.push([name, value.trim()]);
     box.value = items.map(function (p) { return p[1] == null ? p[0] : p[0] + "=" + p[1]; }).join("\n");
   }
+
+  // the box -> the fields: each field shows what the box sets for its name, else the file's value
+  function fillFields() {
+    var typed = Object.create(null);
+    readBox().forEach(function (p) { if (p[1] != null) typed[p[0]] = p[1]; });
+    holder.querySelectorAll("input[data-file-value]").forEach(function (input) {
+      var name = input.id.slice("constant-".length);
+      var value = typed[name] != null ? typed[name] : input.dataset.fileValue;
+      if (input.value !== value && document.activeElement !== input) input.value = value;
+    });
+  }
+  box.addEventListener("input", fillFields);
 
   function show(constants) {
     while (holder.firstChild) holder.removeChild(holder.firstChild);
@@ -144,9 +160,52 @@
     }
   });
 
+  var cpuSize = document.getElementById("example-cpu-size");
+  var cpuHint = document.getElementById("example-cpu-hint");
+  var cpuSizesTag = document.getElementById("example-cpu-sizes");
+  var cpuSizes = cpuSizesTag ? JSON.parse(cpuSizesTag.textContent) : {};
+  var device = form.querySelector("select[name=device]");
+  var applied = null;  // the CPU sizes last written into the box
+
+  function valueText(v) {
+    return Array.isArray(v) ? "[" + v.map(valueText).join(", ") + "]" : text(v);
+  }
+
+  // the example's CPU sizes into the box when "CPU size" is ticked, out of it when not; the hint says them
+  function applyCpuSize() {
+    var sizes = example && Object.prototype.hasOwnProperty.call(cpuSizes, example.value) ? cpuSizes[example.value] : null;
+    if (cpuHint) {
+      cpuHint.hidden = !sizes;
+      cpuHint.textContent = sizes ? "CPU size of " + example.value + ": " +
+        Object.keys(sizes).map(function (k) { return k + "=" + valueText(sizes[k]); }).join(", ") +
+        (cpuSize && cpuSize.checked ? " (in the overrides box)" : " (tick CPU size to use it)") : "";
+    }
+    if (!cpuSize || (!sizes && !applied)) return;
+    var drop = [sizes, applied];  // this example's sizes, and those written for the example before
+    var items = readBox().filter(function (p) {
+      return !drop.some(function (d) { return d && Object.prototype.hasOwnProperty.call(d, p[0]); });
+    });
+    applied = sizes && cpuSize.checked ? sizes : null;
+    if (applied) Object.keys(sizes).forEach(function (k) { items.push([k, valueText(sizes[k])]); });
+    box.value = items.map(function (p) { return p[1] == null ? p[0] : p[0] + "=" + p[1]; }).join("\n");
+    fillFields();
+  }
+
+  if (cpuSize) {
+    cpuSize.addEventListener("change", applyCpuSize);
+    if (device) {
+      cpuSize.checked = device.value !== "cuda";
+      device.addEventListener("change", function () {  // a GPU run takes the file's sizes, a CPU run the small ones
+        cpuSize.checked = device.value !== "cuda";
+        applyCpuSize();
+      });
+    }
+  }
+
   if (example) {
     example.addEventListener("change", function () {
       var name = example.value;
+      applyCpuSize();
       if (!name) return;
       fetch(example.dataset.url.replace("NAME", encodeURIComponent(name)), { credentials: "same-origin" })
         .then(function (r) { return r.text(); })

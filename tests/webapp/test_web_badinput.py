@@ -505,11 +505,15 @@ def test_a_revoked_share_link_gets_the_apps_own_404_page(client, make_run, sampl
         assert not any(mark in page for mark in DEBUG_PAGE_MARKS), page
 
 
-def test_an_unknown_page_gets_the_apps_own_404(client):
+def test_an_unknown_page_gets_the_apps_own_404(client, user):
     response = client.get("/no/such/page/")
     page = response.content.decode()
-    assert response.status_code == 404 and "Not found" in page and "Back to your runs" in page
+    # "Back to your runs" only for someone logged in (issue 28: a logged-out visitor has no runs)
+    assert response.status_code == 404 and "Not found" in page and "Back to your runs" not in page
     assert not any(mark in page for mark in DEBUG_PAGE_MARKS)
+    client.force_login(user)
+    page = client.get("/no/such/page/").content.decode()
+    assert "Not found" in page and "Back to your runs" in page
 
 
 def test_make_run_settings_do_not_show_debug_pages(tmp_path):

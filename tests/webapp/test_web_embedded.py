@@ -43,8 +43,9 @@ def test_make_run_serves_a_working_app_on_embedded_defaults(
             return False
 
     wait_for(login_page, 180, "make run to serve", log)
-    printed = log.read_text()
-    assert f"LEGO is at http://127.0.0.1:{port}/" in printed and "log in as dev / lego-dev" in printed
+    # printed once the server answers (issue 28: it was printed before), by a poller a moment after
+    wait_for(lambda: f"LEGO is at http://127.0.0.1:{port}/" in log.read_text(), 30, "make run to print its URL", log)
+    assert "log in as dev / lego-dev" in log.read_text()
     assert (tmp_path / "var" / "db.sqlite3").exists()
 
     session = requests.Session()

@@ -35,7 +35,7 @@ def fake_optimize(monkeypatch):
     def install(behaviour):
         calls = []
 
-        def fake(spec, out_dir, config=None, sink=None):
+        def fake(spec, out_dir, config=None, sink=None, run_id=None):
             calls.append(spec)
             return behaviour(sink)
 
@@ -310,8 +310,8 @@ def test_each_waiting_run_shows_its_place_in_the_queue(user_client, api, make_ru
     assert "2nd in the queue (1 run ahead)" in listing
     # the websocket's state message carries it, and it moves as the queue does
     assert consumers.read_batch(second.pk, 0).queue_position == 2
-    Run.objects.filter(pk=first.pk).update(state="running")
-    assert consumers.read_batch(second.pk, 0).queue_position == 1
+    Run.objects.filter(pk=first.pk).update(state="running", started_at=timezone.now())
+    assert consumers.read_batch(second.pk, 0).queue_position == 1  # alice's turn: her last run started before bob's
     assert api.get(reverse("api:run", args=[second.id])).json()["activity"] == "waiting for a worker: next in the queue"
 
 

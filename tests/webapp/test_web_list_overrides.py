@@ -115,7 +115,7 @@ def test_a_tuple_is_stored_as_its_text_and_reaches_the_run_worker_as_a_tuple(use
     page = html.unescape(user_client.get(reverse("runs:detail", args=[run.id])).content.decode())
     assert "fp32 on cpu, sizes=[8, 4], kernel=(1, 1)" in page
     given = []
-    monkeypatch.setattr(execution, "optimize", lambda spec, out_dir, config=None, sink=None: given.append(spec) or sample_report)
+    monkeypatch.setattr(execution, "optimize", lambda spec, out_dir, config=None, sink=None, run_id=None: given.append(spec) or sample_report)
     optimize_run(str(run.id))
     assert given[0].overrides == {"sizes": [8, 4], "kernel": (1, 1)} and type(given[0].overrides["kernel"]) is tuple
 

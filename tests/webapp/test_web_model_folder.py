@@ -44,7 +44,7 @@ def test_the_run_shows_its_upload_folder_only_when_it_is_its_own(make_run, monke
         (Path(run.upload.path).parent / "other.py").write_text("# not this run's\n")
     configs = []
 
-    def fake(spec, out_dir, config=None, sink=None):
+    def fake(spec, out_dir, config=None, sink=None, run_id=None):
         configs.append(config)
         return sample_report
 

@@ -332,7 +332,7 @@ def test_runs_list_filters_by_state_with_counts(user_client, make_run, other_use
 def list_rows(page: str) -> list[tuple[str, str]]:
     """``[(model, options)]`` of the runs table, top to bottom (after each row's compare checkbox)."""
     return [(html.unescape(name), html.unescape(options)) for name, options in re.findall(
-        r'<tr data-state="\w+">\s*<td><input type="checkbox" name="run"[^>]*></td>\s*<td><a [^>]*>([^<]*)</a>.*?<td class="options">([^<]*)</td>', page, re.S
+        r'<tr data-state="\w+">\s*<td><input type="checkbox" name="run"[^>]*></td>\s*<td><a [^>]*>([^<]*)</a>.*?<td class="options"[^>]*><div class="clamp">([^<]*)</div></td>', page, re.S
     )]
 
 

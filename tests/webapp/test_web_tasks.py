@@ -23,7 +23,7 @@ def fake_optimize(monkeypatch):
     calls = []
 
     def install(behaviour):
-        def fake(spec, out_dir, config=None, sink=None):
+        def fake(spec, out_dir, config=None, sink=None, run_id=None):
             calls.append((spec, out_dir, config))
             return behaviour(spec, out_dir, sink)
 

@@ -290,7 +290,7 @@ def options_on_pages(client, run) -> tuple[str, str, list[str]]:
     page = client.get(reverse("runs:detail", args=[run.id])).content.decode()
     detail = html.unescape(re.search(r'<dd id="run-options">([^<]*)</dd>', page).group(1))
     page = client.get(reverse("runs:list")).content.decode()
-    listed = html.unescape(re.search(r'<td class="options">([^<]*)</td>', page).group(1))
+    listed = html.unescape(re.search(r'<td class="options"[^>]*><div class="clamp">([^<]*)</div></td>', page).group(1))
     api = APIClient()
     api.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.get_or_create(user=run.owner)[0].key}")
     return detail, listed, list(api.get(reverse("api:run", args=[run.id])).json()["overrides"])

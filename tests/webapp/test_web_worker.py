@@ -17,6 +17,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 MODEL = "scores_chain.py"
 # kills the optimizer's child process the moment lego_core imports it
 CRASHING_MODEL = b"import os\nimport signal\n\nos.kill(os.getpid(), signal.SIGKILL)\n"
+# compiles, so it is queued; fails when the worker imports it, on line 9
+FAILING_AT_IMPORT = (b"import torch\n\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x\n\n\n"
+                     b"raise RuntimeError('the weights file is missing')\n")
 
 
 @pytest.fixture
@@ -47,13 +50,18 @@ def test_broken_and_crashing_uploads_fail_readably_then_the_same_worker_finishes
     proc, log = worker
     client.force_login(user)
 
-    broken = upload(client, "broken.py", broken_model, {})
-    status = wait_until_done(wait_for, client, broken, log, 120)
+    # a syntax error is refused at submit (issue 28): the form says where, nothing is queued
+    before = Run.objects.count()
+    response = client.post(reverse("runs:new"), {"upload": SimpleUploadedFile("broken.py", broken_model), "overrides": "", "dtype": "fp32", "device": "cpu"})
+    assert response.status_code == 200 and "broken.py:6: syntax error" in response.content.decode()
+    assert Run.objects.count() == before
+
+    failing = upload(client, "failing.py", FAILING_AT_IMPORT, {})
+    status = wait_until_done(wait_for, client, failing, log, 120)
     assert status["state"] == "failed", status
-    page = client.get(reverse("runs:detail", args=[broken.id])).content.decode()
-    assert "broken.py, line 6" in page
-    assert "def forward(self, x) return x" in page
-    assert status["error_line"] == 6 and "broken.py" in status["error_message"]
+    page = client.get(reverse("runs:detail", args=[failing.id])).content.decode()
+    assert "the weights file is missing" in page
+    assert status["error_line"] == 9 and "failing.py" in status["error_message"], status
 
     crashing = upload(client, "crash.py", CRASHING_MODEL, {})
     status = wait_until_done(wait_for, client, crashing, log, 120)

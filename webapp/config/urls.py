@@ -1,8 +1,11 @@
 from django.contrib import admin
 from django.urls import include, path
 
+from webapp.runs.accounts import signup
+
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("accounts/signup/", signup, name="signup"),  # 404 unless LEGO_SIGNUP_ENABLED
     path("accounts/", include("django.contrib.auth.urls")),
     path("api/", include("webapp.runs.api_urls")),
     path("", include("webapp.runs.urls")),

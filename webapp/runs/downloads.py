@@ -23,6 +23,13 @@ from webapp.runs import safe_files
 from webapp.runs.models import Run
 
 
+def short_run_id(run: Run) -> str:
+    """The first 8 hex digits of the run's id: the zip's name ends with it,
+    and the worker gives it to ``lego_core.optimize`` as the run id written
+    into ``.lego_output.json`` and report.json, so the two agree."""
+    return str(run.id)[:8]
+
+
 def zip_folder_name(run: Run) -> str:
     """``<model>-lego-<first 8 hex of the run id>``: the zip's top folder
     (and the downloads' names).  ``<model>`` is made safe here too, for runs
@@ -32,7 +39,7 @@ def zip_folder_name(run: Run) -> str:
         stem = get_valid_filename(Path(run.original_filename).stem)
     except SuspiciousFileOperation:  # nothing usable left ("", "." or "..")
         stem = ""
-    return f"{stem.strip('.') or 'model'}-lego-{str(run.id)[:8]}"
+    return f"{stem.strip('.') or 'model'}-lego-{short_run_id(run)}"
 
 
 def finished_output(run: Run) -> Path:

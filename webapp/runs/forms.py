@@ -260,3 +260,20 @@ def example_names() -> list[str]:
     """The reference models' file names (LEGO_EXAMPLES_DIR), sorted."""
     folder = Path(settings.LEGO_EXAMPLES_DIR)
     return sorted(p.name for p in folder.glob("*.py")) if folder.is_dir() else []
+
+
+def example_cpu_sizes() -> dict[str, dict]:
+    """The examples' CPU-sized overrides, ``{file name: {constant: value}}``,
+    from ``tiny.json`` beside them (LEGO_EXAMPLES_DIR): the reference files
+    are GPU-sized, far too slow through Triton's interpreter on a CPU.  Only
+    examples that exist and plain values; {} without the file or when it
+    does not parse."""
+    import json
+
+    try:
+        table = json.loads((Path(settings.LEGO_EXAMPLES_DIR) / "tiny.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    names = set(example_names())
+    return {name: sizes for name, sizes in table.items() if name in names and isinstance(sizes, dict)} \
+        if isinstance(table, dict) else {}

@@ -92,6 +92,7 @@ def run_new(request):
         kept_constants = forms.constants_of(source)
         form.fields["upload"].required = False  # rendering only: the kept file stands in for a new one
     context = {"form": form, "kept_name": kept_name, "kept_constants": kept_constants, "examples": forms.example_names(),
+               "example_cpu_sizes": forms.example_cpu_sizes(),  # upload_form.js's "CPU size" (tiny.json)
                "max_upload_bytes": settings.LEGO_MAX_UPLOAD_BYTES}  # upload_form.js refuses a larger file before it is sent
     return render(request, "runs/new.html", context)
 

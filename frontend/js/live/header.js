@@ -85,6 +85,9 @@
       el.hidden = !place || this.state !== "queued";
       el.dataset.position = place ? String(place) : "";
       el.textContent = place ? Header.describePosition(place) : "";
+      // the expected wait was rendered with the page; it goes once the run left the queue
+      const wait = this.el("run-expected-wait");
+      if (wait && el.hidden) wait.hidden = true;
     }
 
     // The run's state from the stream (or the model); ends the ticking once
@@ -212,7 +215,7 @@
         const has = typeof h.speedup === "number" && isFinite(h.speedup);
         speedupEl.querySelector(".value").textContent = formatSpeedup(h.speedup);
         const kind = speedupEl.querySelector(".kind");
-        kind.textContent = has ? (h.measured ? "measured on the GPU" : "estimated by the cost model") : "";
+        kind.textContent = has ? (h.measured ? "measured on the GPU" : "estimated by the cost model for a GPU, not measured") : "";
         kind.title = has && !h.measured ? "No GPU timing: every time is the cost model's estimate for the target device" : "";
         speedupEl.dataset.speedup = has ? String(h.speedup) : "";
         const detail = speedupEl.querySelector(".detail");

@@ -64,8 +64,16 @@ Environment variables:
   and this machine is asked (``lego_core.runtime.gpu_probe.cuda_available``: a fresh
   interpreter, once per web process, on the first ``cuda`` upload).  Set it
   where the web server and the GPU workers are different machines.
-- ``LEGO_MAX_RUNS_IN_FLIGHT``: runs one user may have queued or running at
-  once (default 2); a further upload is refused with a message.
+- ``LEGO_MAX_QUEUED_PER_USER`` (3), ``LEGO_MAX_RUNNING_PER_USER`` (1),
+  ``LEGO_MAX_RUNS_IN_FLIGHT`` (default the sum of the two): runs one user
+  may have queued, running (on all run workers together) and queued or
+  running at once.  An upload past the queued or in-flight limit is refused
+  with a message; a run whose owner is at the running limit waits while
+  other users' runs start.  Workers take runs in a fair order, users in
+  turn (``runs/queue.py``).  Whole numbers above 0, else the server does not start.
+- ``LEGO_SIGNUP_ENABLED``: self sign-up at ``/accounts/signup/`` (Django's
+  ``UserCreationForm``: an ordinary, non-staff user); default off, the page
+  is then a 404 and users are added with ``manage.py adduser``.
 - ``DJANGO_DEBUG``, ``DJANGO_ALLOWED_HOSTS``, ``DJANGO_STATIC_ROOT``.
 """
 from __future__ import annotations
@@ -173,6 +181,7 @@ AUTH_PASSWORD_VALIDATORS = [
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "runs:list"
 LOGOUT_REDIRECT_URL = "login"
+LEGO_SIGNUP_ENABLED = env_bool("LEGO_SIGNUP_ENABLED", False)  # /accounts/signup/ (webapp/runs/accounts.py); off: 404
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
@@ -352,9 +361,29 @@ LEGO_REAP_EVERY_S = float(env("LEGO_REAP_EVERY_S", "15"))
 # the reaper also sends again the task of a run still queued this long after
 # its message went out (a broker restarted without its data lost it)
 LEGO_RESEND_QUEUED_S = float(env("LEGO_RESEND_QUEUED_S", "300"))
-# runs one user may have queued or running at once; more are refused with a
-# message (so one user's runs cannot fill the queue before another's)
-LEGO_MAX_RUNS_IN_FLIGHT = int(env("LEGO_MAX_RUNS_IN_FLIGHT", "2"))
+
+
+def positive_count(variable: str, default: int) -> int:
+    """``$variable`` as a whole number above 0, ``default`` when unset; ValueError (the server does not start) for anything else."""
+    text = env(variable)
+    if text is None:
+        return default
+    try:
+        value = int(text.strip())
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ValueError(f"{variable} must be a whole number above 0, got {text!r}")
+    return value
+
+
+# fair share (runs/queue.py): runs one user may have queued (more are refused
+# at upload with a message), running on all run workers together (more wait
+# while other users' runs start: workers take users in turn), and queued or
+# running at once (refused at upload)
+LEGO_MAX_QUEUED_PER_USER = positive_count("LEGO_MAX_QUEUED_PER_USER", 3)
+LEGO_MAX_RUNNING_PER_USER = positive_count("LEGO_MAX_RUNNING_PER_USER", 1)
+LEGO_MAX_RUNS_IN_FLIGHT = positive_count("LEGO_MAX_RUNS_IN_FLIGHT", LEGO_MAX_QUEUED_PER_USER + LEGO_MAX_RUNNING_PER_USER)
 # whether the run workers have a CUDA GPU: True, False, or None (they run on
 # this machine: ask it; runs/devices.py)
 _worker_cuda = (env("LEGO_WORKER_CUDA", "auto") or "auto").lower()
