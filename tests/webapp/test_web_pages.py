@@ -852,12 +852,13 @@ def test_the_plan_times_say_best_so_far_while_running_and_final_once_finished(ru
         times = page.locator("#run-plan-times")
         page.evaluate("m => sockets[0].serverSends(m)", {"type": "events", "state": "running", "events": events[:-1]})
         page.wait_for_function("() => document.getElementById('run-plan-times').dataset.best")
-        # the plans at 1.1 s and 2.5 s of the run; its first improvement is the 2.5 s one
-        assert times.inner_text() == "first after 1.50 s, best so far after 1.50 s of the search"
+        # the library plan 0.1 s into the search, one improvement at 1.5 s: "first" is the
+        # library plan, as the server's summary (report.json's time_to_first_plan_s) says
+        assert times.inner_text() == "first after 0.10 s, best so far after 1.50 s of the search"
         assert "final" not in times.inner_text() and times.get_attribute("data-final") == ""
         page.evaluate("m => sockets[0].serverSends(m)", {"type": "events", "state": "running", "events": events[-1:]})
         page.wait_for_function("() => document.getElementById('run-plan-times').dataset.final")
-        assert times.inner_text() == "first after 1.50 s, final after 1.50 s of the search"
+        assert times.inner_text() == "first after 0.10 s, final after 1.50 s of the search"
         assert float(times.get_attribute("data-final")) == pytest.approx(1.5)
         assert page.lego_log["errors"] == []
     finally:

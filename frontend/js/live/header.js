@@ -300,14 +300,16 @@
   };
 
   // Seconds to the first and the final plan, from the same plan_improved
-  // events (and clock) the speedup chart draws: the first improvement on
-  // the library plan and the last one (the library plan's time when none).
+  // events (and clock) the speedup chart draws: the first plan (the library
+  // plan, priced the moment the tree exists: report.json's
+  // metrics.time_to_first_plan_s, which the server's summary shows) and the
+  // last improvement (the first plan's time when none).
   Header.planTimes = function (model) {
     const hist = (model && model.planHistory) || [];
     const timed = hist.filter((p) => typeof p.t === "number" && isFinite(p.t));
     if (!timed.length) return null;
     const better = timed.filter((p) => !p.initial);
-    const first = better.length ? better[0].t : timed[0].t;
+    const first = timed[0].t;
     const final = better.length ? better[better.length - 1].t : first;
     return { first: first, final: final };
   };
