@@ -47,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="capture 4-D activations in channels-last (NHWC) order; auto: on a GPU for models with a 2-D convolution (default off)")
     opt.add_argument("--timeout", type=seconds_argument, default=None, help="stop the run after this many seconds")
     opt.add_argument("--stage-limit", dest="stage_limits", type=stage_limit_argument, action="append", default=[], metavar="STAGE=S",
-                     help="time limit of one stage in seconds, 'none' for no limit (repeatable); past it the run stops naming the stage. "
+                     help="time limit of one stage in seconds, 'none' for no limit (repeatable; on the web server LEGO_STAGE_LIMIT_<STAGE>_S); past it the run stops naming the stage. "
                           f"Stages and defaults: {stage_limit_defaults()}")
     search = opt.add_argument_group("search")
     search.add_argument("--agent", choices=AGENT_CHOICES, default="template",
