@@ -2,8 +2,9 @@
 embedded defaults (SQLite file, filesystem broker, a real run worker and agents worker):
 log in, upload a tiny gpt_stack, watch the run page follow the run to the
 end, download the zip and check ``optimized_model.py`` against eager in a
-fresh Python process; then a broken upload fails readably and the same worker
-still finishes a second good run.
+fresh Python process; then a file that does not compile is refused on the
+form, one that fails at import fails readably, and the same worker still
+finishes a second good run.
 
 Screenshots of the run pages (active, finished, failed) go to
 ``build/screenshots/`` (for people; nothing asserts on them).
@@ -61,6 +62,11 @@ def chromium_page():
             yield context.new_page()
         finally:
             context.close()
+
+
+# compiles, so it is queued; fails when the worker imports it, on line 9
+FAILING_AT_IMPORT = (b"import torch\n\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x\n\n\n"
+                     b"raise RuntimeError('the weights file is missing')\n")
 
 
 def upload(page, base: str, name: str, content: bytes, overrides: dict) -> str:
@@ -146,16 +152,24 @@ def test_browser_login_upload_follow_download_then_broken_and_second_run(
     assert any(n.endswith("/report.json") for n in names)
     assert any("/kernels/" in n for n in names), names
 
-    # 5. a broken file fails readably: message, file name and line, the source line
-    upload(page, base, "broken.py", broken_model, {})
+    # 5. a file that does not compile is refused on the form (issue 28): the message names
+    # file and line, nothing is queued; a file that compiles but fails when the worker
+    # imports it fails readably: message, file name and line, the source line
+    page.goto(f"{base}/runs/new/")
+    page.set_input_files("#id_upload", {"name": "broken.py", "mimeType": "text/x-python", "buffer": broken_model})
+    page.select_option("#id_device", "cpu")
+    page.get_by_role("button", name="Optimize").click()
+    expect(page.locator("main")).to_contain_text("broken.py:6: syntax error")
+    assert not RUN_URL.search(page.url), page.url
+    upload(page, base, "failing.py", FAILING_AT_IMPORT, {})
     assert wait_until_ended(page, proc, log) == "failed"
     shot(page, "run-failed.png")
     error = page.locator("#run-error")
     expect(error).to_be_visible()
-    expect(error.locator(".error-where")).to_have_text("broken.py, line 6")
-    expect(error.locator("pre.source")).to_contain_text("def forward(self, x) return x")
+    expect(error.locator(".error-where")).to_have_text("failing.py, line 9")
+    expect(error.locator("pre.source")).to_contain_text("raise RuntimeError('the weights file is missing')")
     message = error.locator(".error-message").inner_text()
-    assert "broken.py" in message and "syntax" in message.lower(), message
+    assert "failing.py" in message and "the weights file is missing" in message, message
     expect(page.locator("#download")).to_have_count(0)
     expect(page.locator("#plan-table")).to_have_count(0)
 
