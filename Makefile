@@ -58,8 +58,9 @@ run: $(STAMP) sandbox
 	$(PY) manage.py runserver --noreload --insecure $(HOST):$(PORT) & web_server=$$!; \
 	$(PY) manage.py ensure_dev_user --url http://$(HOST):$(PORT)/ --wait-for-server 300 & announce=$$!; \
 	trap 'kill $$run_worker $$agents_worker $$beat $$web_server $$announce 2>/dev/null; wait $$run_worker $$agents_worker $$beat $$web_server $$announce' EXIT; \
-	trap 'exit 130' INT TERM; \
+	trap 'interrupted=1' INT TERM; \
 	wait -n -p stopped $$run_worker $$agents_worker $$beat $$web_server; status=$$?; \
+	if [ -n "$${interrupted:-}" ]; then echo "make run: interrupted; stopping the web app and its workers" >&2; exit 130; fi; \
 	for name in run_worker agents_worker beat web_server; do \
 	  if [ "$${!name}" = "$$stopped" ]; then \
 	    echo "make run: the $$name process stopped (exit status $$status); stopping the others" >&2; fi; \
