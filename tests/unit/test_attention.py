@@ -198,3 +198,39 @@ def test_costing_prices_attention_as_one_kernel():
     s = leaf.sub.group.spec
     assert 0 < matmul < 4 * s.b * s.h * s.m * s.n * s.d  # the causal mask keeps about half
     assert costing.fused_estimate_ms(leaf.sub, torch.float32, "H200") < costing.library_estimate_ms(leaf.sub, torch.float32, "H200")
+
+
+def test_a_row_with_no_score_is_zeros_at_v_as_eager_gives_it(tmp_path):
+    """A query row whose every score is -inf (its mask row all -inf, or its only
+    visible key at -inf) is, in eager's SDPA, ``_safe_softmax``'s zeros @ v: 0,
+    but NaN in each column where some value row is NaN/inf (0 x NaN).  Before:
+    the template wrote 0 for the whole row, so an edge set with a NaN value row
+    past the causal horizon rejected the kernel now and then (a CI run's
+    llama_stack lost its attention kernel and the mutation test's cheaper plan
+    with it)."""
+    from lego_core.agents.template.agent import TemplateAgent
+
+    problem = _custom(tmp_path, mode=2, n_heads=4, n_kv_heads=2, seq_len=21, head_dim=24)
+    graph = capture_graph(problem)
+    group, = find_attention(graph.compute_nodes)
+    sub = make_subproblem("sp_empty", group.nodes, graph.output_nodes, "attention", group=group)
+    assert sub.group.spec.zero_empty_rows
+    proposal = TemplateAgent().propose(sub, [])
+    path = tmp_path / "kernel_empty.py"
+    path.write_text(proposal.source)
+    module = load_module(path, "lego_attention_test_empty_rows")
+    env = graph.run(problem.model, problem.make_inputs(seed=3))
+    q, k, v, mask = (env[n.name].clone() for n in sub.inputs)
+    assert [tuple(t.shape) for t in (q, k, v, mask)] == [(42, 96), (2, 2, 21, 24), (2, 2, 21, 24), (21, 21)]
+    mask[4, :] = float("-inf")  # row 4 of every head: no score at all
+    q[0, 5] = 1.0  # batch 0, query 0, head 0's dim 5 ...
+    k[0, 0, 0, 5] = float("-inf")  # ... meets key 0 (its only visible key) at -inf: row 0 of heads 0-1 has no score
+    v[0, 0, 15, 2] = float("nan")  # past the horizon of rows 0-14
+    v[0, 1, 20, 7] = float("inf")
+    inputs = [q, k, v, mask]
+    with torch.no_grad():
+        expected = sub.run_reference(inputs)[0]
+        got = module.launch(*inputs)[0]
+    # eager: the empty rows are 0 but NaN in the columns holding the non-finite values
+    assert torch.isnan(expected[0, 0, 4, 2]) and expected[0, 0, 4, 3] == 0 and torch.isnan(expected[0, 0, 0, 2])
+    torch.testing.assert_close(got, expected, equal_nan=True)

@@ -120,14 +120,14 @@ def test_absmax_scaling_and_row_min_with_nan_and_inf(tmp_path):
     torch.testing.assert_close(got, expected, equal_nan=True)
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "known bug, open: under the interpreter the causal flash-attention template sometimes gives finite rows where "
-    "eager's are NaN (a NaN key/value beyond the causal horizon: tiles the template skips, eager's 0 x NaN), so the "
-    "verifier's NaN edge sets reject the kernel and the region falls back to the library (2 of 6 runs)"))
 def test_attention_with_a_nan_token_matches_eager(tmp_path):
     """Causal SDPA (flash-attention template) where one token of batch 1 is NaN:
     eager's rows that see it are NaN.  Before: the template's empty-row test
-    ``l > 0`` was False for a NaN sum, so those rows came back as zeros."""
+    ``l > 0`` was False for a NaN sum, so those rows came back as zeros; and
+    a row with no score came back as zeros where eager's ``_safe_softmax``
+    zeros @ v carry the NaN of a value row past the horizon, so the
+    verifier's NaN edge sets rejected the kernel in 2 of 6 runs (was xfail;
+    ``test_attention``'s empty-row test pins the case)."""
     init = "self.qkv = nn.Linear(16, 48)"
     forward = "F.scaled_dot_product_attention(*self.qkv(x).view(2, 8, 3, 2, 8).permute(2, 0, 3, 1, 4), is_causal=True)"
     out, report = optimized(tmp_path, forward, "2, 8, 16", init=init)
