@@ -119,6 +119,11 @@ MUTATIONS = {
 }
 
 
+def rejected(run: Run) -> list[tuple[str, str]]:
+    """(node, reason) of every candidate the verifier rejected in ``run``: what a plan costlier than expected lost."""
+    return [(e.node_id, str(e.reason)[:300]) for e in run.of_type("verification") if not e.passed]
+
+
 def contains(ops: list[str], part: list[str]) -> bool:
     """Whether ``part`` occurs in ``ops`` as a contiguous run."""
     return any(ops[k : k + len(part)] == part for k in range(len(ops) - len(part) + 1))
@@ -128,7 +133,8 @@ def contains(ops: list[str], part: list[str]) -> bool:
 def test_mutation_finds_a_cheaper_plan(runs, name):
     mutated, plain = runs(name, "default"), runs(name, "no-mutation")
     print(f"\n{name}: plan {mutated.plan['cost_ms']:.6f} ms with mutation, {plain.plan['cost_ms']:.6f} ms without")
-    assert mutated.plan["cost_ms"] < plain.plan["cost_ms"]
+    assert mutated.plan["cost_ms"] < plain.plan["cost_ms"], {"rejected with mutation": rejected(mutated), "rejected without": rejected(plain),
+                                                              "dropped": [mutated.report["end_to_end"].get("dropped"), plain.report["end_to_end"].get("dropped")]}
     assert plain.metrics["mutations_tried"] == 0
     kind, ops = MUTATIONS[name]
     accepted = [m for m in mutated.report["mutations"] if m["accepted"]]
