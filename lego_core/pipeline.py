@@ -17,7 +17,7 @@ import torch
 
 from lego_core.judge.end_to_end import composed, e2e, fallback, user_check
 from lego_core.load import local_modules
-from lego_core.runtime import output, sandbox_child
+from lego_core.runtime import faults, output, sandbox_child
 from lego_core.agents import make_agent
 from lego_core.agents.budget import TokenBudget
 from lego_core.search.cache import KernelCache
@@ -209,9 +209,11 @@ def _model_tensors(model: torch.nn.Module) -> list:
 
 
 def _stage(emit: Sink, meter: MemoryMeter, name: str) -> None:
-    """Announce stage ``name`` and start its memory peak (``report["memory"]["stage_peaks_mb"]``)."""
+    """Announce stage ``name`` and start its memory peak (``report["memory"]["stage_peaks_mb"]``);
+    the stage-limit tests' fault injection (``runtime.faults``) may hang here."""
     meter.enter_stage(name)
     emit(StageStarted(stage=name))
+    faults.at_stage(name)
 
 
 def _eager_forward(problem, record: dict | None = None) -> None:

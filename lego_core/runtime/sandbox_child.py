@@ -47,6 +47,11 @@ def send(message: dict) -> None:
         _out.send_bytes(data)
 
 
+def in_child() -> bool:
+    """Whether this process is a sandboxed run child (``main`` is running)."""
+    return _out is not None
+
+
 def forwarder(kind: str) -> Callable[[dict], None] | None:
     """In a sandboxed child: a function that sends ``{"kind": kind, **data}``
     to the parent (the kernel cache's writes go this way: the parent writes

@@ -12,8 +12,10 @@ another stage by a real trigger, not a test hook: an import that sleeps
 (load), a forward that sleeps only while ``torch.compiler.is_exporting()``
 (capture: the 463 s hang of the issue), agents that never answer (search:
 an agents worker that took the call and hangs), a forward that sleeps only
-in float64, which only the end-to-end check's reference runs (verify); and
-the command line's ``--stage-limit``.  The web run worker's side is
+in float64, which only the end-to-end check's reference runs (verify);
+construct, compose and launch, where no uploaded code runs on a CPU, by
+fault injection (``runtime.faults``); and the command line's
+``--stage-limit``.  The web run worker's side is
 ``tests/webapp/test_web_stage_limits.py``.
 """
 from __future__ import annotations
@@ -36,7 +38,7 @@ from lego_core import optimize  # noqa: E402
 from lego_core.cli import build_parser  # noqa: E402
 from lego_core.config import STAGES, OptimizeConfig, StageLimits  # noqa: E402
 from lego_core.load.spec import ProblemError, ProblemSpec  # noqa: E402
-from lego_core.runtime import sandbox  # noqa: E402
+from lego_core.runtime import faults, sandbox  # noqa: E402
 from lego_core.runtime.sandbox import ChildCrashed, StageTimeLimit, run_in_child  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
@@ -349,6 +351,31 @@ def test_a_forward_that_hangs_only_in_float64_is_stopped_in_the_verify_stage(tmp
     assert "the verify stage ran past its limit of 5 s and was stopped (the end-to-end check" in str(error)
     assert {"load", "capture", "construct", "search", "compose", "verify"} <= set(times.began)
     _stopped_in_time(times, "verify", ended)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stage", ["construct", "compose", "launch"])
+def test_a_hang_in_a_stage_no_upload_reaches_is_stopped_in_that_stage(tmp_path, monkeypatch, stage):
+    """No uploaded code runs in construct and compose, and launch measures
+    variants only on a GPU: the child is made to hang there by fault
+    injection (``runtime.faults``), as a real hang would look to the parent."""
+    monkeypatch.setenv(faults.HANG_STAGE_ENV, stage)
+    error, times, ended = _run(tmp_path, GOOD, stage_limits=StageLimits(**{f"{stage}_s": LIMIT_S}))
+    assert isinstance(error, StageTimeLimit) and error.stage == stage, error
+    assert f"the {stage} stage ran past its limit of 5 s and was stopped" in str(error), str(error)
+    assert f"LEGO_STAGE_LIMIT_{stage.upper()}_S" in str(error), str(error)
+    later = list(STAGES)[list(STAGES).index(stage) + 1:]
+    assert not set(later) & set(times.began), times.began
+    _stopped_in_time(times, stage, ended)
+
+
+def test_the_hang_fault_acts_only_in_a_sandboxed_child(monkeypatch):
+    """Set in the caller's own process (``optimize(isolate=False)``, a web
+    process), the variable hangs nothing: only the run child obeys it."""
+    monkeypatch.setenv(faults.HANG_STAGE_ENV, "construct")
+    started = time.monotonic()
+    faults.at_stage("construct")
+    assert time.monotonic() - started < 1.0
 
 
 @pytest.mark.slow

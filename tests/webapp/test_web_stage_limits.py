@@ -119,3 +119,30 @@ def test_a_capture_that_hangs_fails_naming_the_stage_and_the_worker_takes_the_ne
     assert good.state == "finished", (good.error_message, log.read_text()[-4000:])
     assert good.worker == hanging.worker and proc.poll() is None
     print(f"\nthe hanging capture ended {took:.1f} s after it began: {message}")
+
+
+@pytest.mark.slow
+@pytest.mark.faults
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("stage", ["construct", "compose", "launch"])
+def test_a_hang_in_a_stage_no_upload_reaches_fails_naming_it_and_the_worker_lives(
+    stage, client, user, start_worker, agents_worker, wait_for, upload_model, good_model
+):
+    """Construct, compose and launch run no uploaded code on a CPU: the run's
+    child is made to hang there by fault injection (``lego_core.runtime.faults``,
+    ``LEGO_FAULT_HANG_STAGE`` in the worker's environment, which reaches the
+    jailed child like every ``LEGO_`` knob).  The worker stops it within
+    seconds of the stage's limit, the run fails naming the stage, and the
+    worker is alive for the next run."""
+    limit = 5
+    proc, log = start_worker("worker", **{f"LEGO_STAGE_LIMIT_{stage.upper()}_S": str(limit), "LEGO_FAULT_HANG_STAGE": stage})
+    client.force_login(user)
+    run = upload_model(client, f"hangs_in_{stage}.py", good_model)
+    wait_for(lambda: run_state(run) not in ("queued", "running"), 300, f"the run hanging in {stage} to end", log, every_s=0.2)
+    assert run.state == "failed", (run.state, run.error_message)
+    assert f"the {stage} stage ran past its limit of {limit} s and was stopped" in run.error_message, run.error_message
+    assert f"LEGO_STAGE_LIMIT_{stage.upper()}_S" in run.error_message
+    began = run.events.get(type="stage_started", data__stage=stage)
+    took = run.finished_at.timestamp() - began.created_at.timestamp()
+    assert limit <= took < limit + SLACK_S, took
+    assert proc.poll() is None  # the worker lives
