@@ -56,7 +56,7 @@ def forwarder(kind: str) -> Callable[[dict], None] | None:
     """In a sandboxed child: a function that sends ``{"kind": kind, **data}``
     to the parent (the kernel cache's writes go this way: the parent writes
     them).  Elsewhere (``optimize(isolate=False)``): None."""
-    if _out is None:
+    if not in_child():
         return None
 
     def forward(data: dict) -> None:

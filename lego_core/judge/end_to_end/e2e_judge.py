@@ -167,13 +167,21 @@ def judge_outputs(plan, eager, truth, dtype: torch.dtype, compiled=None, names: 
     if nudged_leaves is not None and len(nudged_leaves) != len(truth_leaves):
         nudged_leaves = None
 
-    def yardstick(k: list | None = None, masks: list | None = None) -> Errors:
-        """Eager's error over the leaves ``k`` (all: None): the larger of eager's own and the nudged run's."""
+    def nudged_errors(k: list | None = None, masks: list | None = None) -> Errors | None:
+        """The nudged run's error over the leaves ``k`` (all: None); None without a nudged run."""
+        if nudged_leaves is None:
+            return None
+        pick = (lambda xs: xs) if k is None else (lambda xs: [xs[j] for j in k])
+        return _errors(pick(nudged_leaves), pick(eager_leaves), pick(truth_leaves), masks)
+
+    def yardstick(k: list | None = None, masks: list | None = None, moved: Errors | None = None) -> Errors:
+        """Eager's error over the leaves ``k`` (all: None): the larger of eager's own and the
+        nudged run's (``moved``, when already measured over the same leaves)."""
         pick = (lambda xs: xs) if k is None else (lambda xs: [xs[j] for j in k])
         own = _errors(pick(eager_leaves), pick(eager_leaves), pick(truth_leaves), masks)
-        if nudged_leaves is None:
+        moved = moved if moved is not None else nudged_errors(k, masks)
+        if moved is None:
             return own
-        moved = _errors(pick(nudged_leaves), pick(eager_leaves), pick(truth_leaves), masks)
         return Errors(max_abs=_larger(own.max_abs, moved.max_abs), rmse=_larger(own.rmse, moved.rmse),
                       norm_rel=_larger(own.norm_rel, moved.norm_rel), nonfinite=own.nonfinite)
 
@@ -188,8 +196,8 @@ def judge_outputs(plan, eager, truth, dtype: torch.dtype, compiled=None, names: 
         problem = _mismatch(p, e)
         if problem:
             return Verdict(False, f"{label(k)}: {problem}", Errors(), Errors(), None, multiplier, floor)
-    eager_err = yardstick()
-    nudged_err = _errors(nudged_leaves, eager_leaves, truth_leaves) if nudged_leaves is not None else None
+    nudged_err = nudged_errors()
+    eager_err = yardstick(moved=nudged_err)
     plan_err = _errors(plan_leaves, eager_leaves, truth_leaves)
     compile_err = _errors(_leaves(compiled), eager_leaves, truth_leaves) if compiled is not None else None
     passed, reason = _rule(plan_err, eager_err, multiplier, floor)
