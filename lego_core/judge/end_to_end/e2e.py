@@ -30,7 +30,7 @@ import torch
 from lego_core.judge.end_to_end import composed
 from lego_core.judge.end_to_end.e2e_judge import float64_copy, judge_outputs, to_float64
 from lego_core.judge.end_to_end.shipped import fallback_problem
-from lego_core.judge.verify import compare, nudged_inputs
+from lego_core.judge.verify import compare
 from lego_core.load.capture import ValueInfo, dense_order
 from lego_core.load.state import preserved, with_state
 
@@ -48,7 +48,6 @@ class Reference:
     eager: Any
     truth: Any = None
     truth_error: str | None = None
-    nudged: Any = None  # the fp64 run on inputs nudged by verify.NUDGE_ULPS (e2e_judge: part of eager's yardstick)
     compiled: Any = None
     compile_error: str | None = None
 
@@ -62,11 +61,8 @@ def reference_run(problem, seed: int, fp64_device: str | None = None, with_compi
     ``inputs``: other inputs than ``problem.make_inputs(seed)`` (the final user
     check's input sets, ``user_check``); ``model64``: a float64 copy of the
     model already made (``e2e_judge.float64_copy``), reused for several input
-    sets (None: one is made here and dropped after).  The float64 model also
-    runs on the inputs nudged by a few fp32 ulps (``verify.nudged_inputs``;
-    ``nudged``, None when that run fails), the end-to-end judge's allowance
-    for ill-conditioned sets.  Raises what eager raises on the inputs; a
-    failing fp64 run is ``truth_error``."""
+    sets (None: one is made here and dropped after).  Raises what eager
+    raises on the inputs; a failing fp64 run is ``truth_error``."""
     inputs = problem.make_inputs(seed) if inputs is None else inputs
     known = getattr(problem, "state_targets", None)  # None: not captured yet, every buffer is preserved
     targets = list(known or ())  # a stateful forward: the state after the call is judged too
@@ -76,7 +72,6 @@ def reference_run(problem, seed: int, fp64_device: str | None = None, with_compi
     device = fp64_device or problem.spec.device
     try:
         truth_model = model64 if model64 is not None else float64_copy(problem.model, device)
-        ref.nudged = _nudged_truth(truth_model, inputs, device, known, targets, seed)
         with torch.no_grad(), preserved(truth_model, known if model64 is not None else []):  # a shared copy starts each set alike
             ref.truth = with_state(truth_model(*to_float64(inputs, device)), truth_model, targets)
         del truth_model
@@ -90,17 +85,6 @@ def reference_run(problem, seed: int, fp64_device: str | None = None, with_compi
         except Exception as exc:  # noqa: BLE001 - torch.compile's error is reported, never raised
             ref.compile_error = f"{type(exc).__name__}: {str(exc).strip()[:300]}"
     return ref
-
-
-def _nudged_truth(truth_model, inputs: list, device, known, targets: list, seed: int):
-    """The float64 model on ``inputs`` nudged by ``verify.NUDGE_ULPS`` fp32
-    ulps, starting from (and leaving) the model's state as it was; None
-    when that run fails."""
-    try:
-        with torch.no_grad(), preserved(truth_model, known):
-            return with_state(truth_model(*to_float64(nudged_inputs(inputs, seed), device)), truth_model, targets)
-    except Exception:  # noqa: BLE001 - the allowance is then eager's own error alone
-        return None
 
 
 def check_end_to_end(out_dir: Path, problem, seed: int, fp64_device: str | None = None, meter=None,
@@ -141,8 +125,7 @@ def judge_composed(actual, ref: Reference, problem) -> dict:
     final user check (``user_check``) for each of its input sets."""
     result = dict(**_versus_eager(actual, ref.eager))
     if ref.truth is not None:
-        verdict = judge_outputs(actual, ref.eager, ref.truth, problem.spec.torch_dtype, ref.compiled,
-                                names=_leaf_names(problem, ref.eager), nudged=ref.nudged)
+        verdict = judge_outputs(actual, ref.eager, ref.truth, problem.spec.torch_dtype, ref.compiled, names=_leaf_names(problem, ref.eager))
         result.update(verdict.to_dict())
     else:
         leaves = [x for x in torch.utils._pytree.tree_leaves(actual)]

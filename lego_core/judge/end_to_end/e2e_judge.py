@@ -21,18 +21,6 @@ both finite; there a non-finite plan value fails.  Elsewhere (eager itself
 NaN or inf) the plan must be non-finite in the same way, or match the truth.
 Integer and boolean outputs must equal eager's exactly.
 
-Eager's error is the larger of two: eager's own output against the truth,
-and the float64 run of the same model on the inputs nudged by a few fp32
-ulps (``verify.nudged_inputs``) against the truth: the error any honest
-implementation carries from inputs that come rounded (and about an honest
-reduction's own rounding).  On a well-conditioned input set both are a few
-ulps; on an ill-conditioned one (a constant row through LayerNorm, scores
-scaled by 1e3 into a logsumexp) eager can be exact by luck while a kernel
-that sums in another order is not, and a yardstick of eager's own error alone
-rejected honest kernels now and then (issue 27: no false positives).  The
-edge sets of sub-problem verification take the same allowance
-(``verify.edge_tolerances``).
-
 Large finite fill values (``masked_fill(scores, mask, -1e9)``, as attention
 code writes them; ``verify.fill_values`` finds them in eager's output) are
 rounded alike by eager and by any plan, and they dominate both measures: a
@@ -60,7 +48,7 @@ import math
 
 import torch
 
-from lego_core.judge.verify import NUDGE_ULPS, fill_values
+from lego_core.judge.verify import fill_values
 from lego_core.load.problem import move_plain_tensor_attributes
 
 MULTIPLIER = {torch.float32: 2.0, torch.float64: 2.0, torch.bfloat16: 3.0, torch.float16: 3.0}
@@ -103,7 +91,6 @@ class Verdict:
     floor: float
     fills: tuple = ()
     apart_from_fills: dict | None = None  # {"eager": Errors, "plan": Errors} over the other elements
-    nudged: Errors | None = None  # the fp64 run on nudged inputs against the truth (part of eager's yardstick)
 
     def to_dict(self) -> dict:
         apart = None if self.apart_from_fills is None else {
@@ -113,16 +100,12 @@ class Verdict:
             "errors_vs_fp64_apart_from_fills": apart,
             "reason": self.reason,
             "criterion": f"error against fp64 at most {self.multiplier:g}x eager's + {self.floor:g}, "
-                         f"elementwise and by norm ({SOURCE})"
-                         + ("; eager's error: the larger of its own and the fp64 run's on inputs nudged by "
-                            f"{NUDGE_ULPS:g} fp32 ulps" if self.nudged is not None else ""),
+                         f"elementwise and by norm ({SOURCE})",
             "errors_vs_fp64": {
                 "eager": self.eager.to_dict(),
                 "plan": self.plan.to_dict(),
                 "compile": self.compile.to_dict() if self.compile is not None else None,
             },
-            # the float64 run on inputs nudged by NUDGE_ULPS fp32 ulps, against the truth: part of eager's yardstick
-            "fp64_on_nudged_inputs": self.nudged.to_dict() if self.nudged is not None else None,
             "multiplier": self.multiplier,
             "floor": self.floor,
         }
@@ -146,8 +129,7 @@ def to_float64(value, device: str | torch.device | None = None):
     return torch.utils._pytree.tree_map(cast, value)
 
 
-def judge_outputs(plan, eager, truth, dtype: torch.dtype, compiled=None, names: list[str] | None = None,
-                  nudged=None) -> Verdict:
+def judge_outputs(plan, eager, truth, dtype: torch.dtype, compiled=None, names: list[str] | None = None) -> Verdict:
     """Judge ``plan`` (the composed model's outputs) against ``truth`` (the same
     model in float64 on the same inputs), with eager's outputs at ``dtype``
     (the run's dtype: fp32, bf16 or fp16) as the yardstick; ``compiled``:
@@ -157,34 +139,9 @@ def judge_outputs(plan, eager, truth, dtype: torch.dtype, compiled=None, names: 
     a structure or shape mismatch is a failed verdict.  ``names``: what each
     leaf is, for the reason (``"output 0"``, ``"state self.hidden"``; default
     ``output k``); a failed verdict names the leaves that fail the rule on
-    their own.  ``nudged``: the float64 run on the inputs nudged by
-    ``verify.NUDGE_ULPS`` fp32 ulps (``verify.nudged_inputs``), same
-    structure; when given, eager's error is the larger of its own and the
-    nudged run's (module docstring), for every measure and every leaf."""
+    their own."""
     label = (lambda k: names[k]) if names else (lambda k: f"output {k}")
     plan_leaves, eager_leaves, truth_leaves = (_leaves(x) for x in (plan, eager, truth))
-    nudged_leaves = _leaves(nudged) if nudged is not None else None
-    if nudged_leaves is not None and len(nudged_leaves) != len(truth_leaves):
-        nudged_leaves = None
-
-    def nudged_errors(k: list | None = None, masks: list | None = None) -> Errors | None:
-        """The nudged run's error over the leaves ``k`` (all: None); None without a nudged run."""
-        if nudged_leaves is None:
-            return None
-        pick = (lambda xs: xs) if k is None else (lambda xs: [xs[j] for j in k])
-        return _errors(pick(nudged_leaves), pick(eager_leaves), pick(truth_leaves), masks)
-
-    def yardstick(k: list | None = None, masks: list | None = None, moved: Errors | None = None) -> Errors:
-        """Eager's error over the leaves ``k`` (all: None): the larger of eager's own and the
-        nudged run's (``moved``, when already measured over the same leaves)."""
-        pick = (lambda xs: xs) if k is None else (lambda xs: [xs[j] for j in k])
-        own = _errors(pick(eager_leaves), pick(eager_leaves), pick(truth_leaves), masks)
-        moved = moved if moved is not None else nudged_errors(k, masks)
-        if moved is None:
-            return own
-        return Errors(max_abs=_larger(own.max_abs, moved.max_abs), rmse=_larger(own.rmse, moved.rmse),
-                      norm_rel=_larger(own.norm_rel, moved.norm_rel), nonfinite=own.nonfinite)
-
     multiplier = MULTIPLIER.get(dtype, 2.0)
     floor = FLOOR.get(dtype, 1e-5)
     if not (len(plan_leaves) == len(eager_leaves) == len(truth_leaves)):
@@ -196,21 +153,20 @@ def judge_outputs(plan, eager, truth, dtype: torch.dtype, compiled=None, names: 
         problem = _mismatch(p, e)
         if problem:
             return Verdict(False, f"{label(k)}: {problem}", Errors(), Errors(), None, multiplier, floor)
-    nudged_err = nudged_errors()
-    eager_err = yardstick(moved=nudged_err)
+    eager_err = _errors(eager_leaves, eager_leaves, truth_leaves)
     plan_err = _errors(plan_leaves, eager_leaves, truth_leaves)
     compile_err = _errors(_leaves(compiled), eager_leaves, truth_leaves) if compiled is not None else None
     passed, reason = _rule(plan_err, eager_err, multiplier, floor)
     if not passed and len(eager_leaves) > 1:
         failing = [label(k) for k, (p, e, t) in enumerate(zip(plan_leaves, eager_leaves, truth_leaves))
                    if isinstance(e, torch.Tensor) and e.is_floating_point()
-                   and not _rule(_errors([p], [e], [t]), yardstick([k]), multiplier, floor)[0]]
+                   and not _rule(_errors([p], [e], [t]), _errors([e], [e], [t]), multiplier, floor)[0]]
         if failing:
             reason = f"{', '.join(failing[:4])}{' and more' if len(failing) > 4 else ''} off: {reason}"
     fills, masks = _apart_from_fills(eager_leaves)
     apart = None
     if masks is not None:
-        apart = {"eager": yardstick(None, masks),
+        apart = {"eager": _errors(eager_leaves, eager_leaves, truth_leaves, masks),
                  "plan": _errors(plan_leaves, eager_leaves, truth_leaves, masks)}
         ok, why = _rule(apart["plan"], apart["eager"], multiplier, floor)
         if passed and not ok:
@@ -222,12 +178,7 @@ def judge_outputs(plan, eager, truth, dtype: torch.dtype, compiled=None, names: 
             if special:
                 passed, reason = False, f"{label(k)}: {special}"
                 break
-    return Verdict(passed, reason, eager_err, plan_err, compile_err, multiplier, floor, fills, apart, nudged_err)
-
-
-def _larger(a: float, b: float) -> float:
-    """The larger of two errors; a non-finite nudged error (an overflow the nudge caused) does not count."""
-    return max(a, b) if math.isfinite(b) else a
+    return Verdict(passed, reason, eager_err, plan_err, compile_err, multiplier, floor, fills, apart)
 
 
 def _apart_from_fills(eager_leaves: list) -> tuple[tuple, list | None]:
